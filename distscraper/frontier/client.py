@@ -1,0 +1,434 @@
+"""One worker's view of the shared frontier.
+
+A :class:`Frontier` belongs to one crawler. The scheduler, the tracking spider
+middleware, the retry middleware and the spider all reach it through
+:meth:`Frontier.of`. It guarantees:
+
+* every popped request is *leased*: it stays in Redis until this worker sends
+  its ack, retry, dead letter or return, or until the lease expires and any
+  node puts it back in the queue;
+* an ack is sent only in the same round trip as, or after, every request the
+  page produced (follow-up requests are pushed before acks inside one script);
+* changes are buffered and sent in one round trip per pop or per tick, and
+  kept (never dropped) while Redis is unreachable.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+from weakref import WeakKeyDictionary
+
+import redis
+from scrapy import Request, Spider
+from scrapy.utils.misc import load_object
+from twisted.internet import task
+
+from distscraper import defaults
+from distscraper.frontier import codec
+from distscraper.frontier.connection import redis_from_settings
+from distscraper.frontier.keys import FrontierKeys
+from distscraper.frontier.priority import PriorityRules
+from distscraper.frontier.seeds import SeedError
+from distscraper.frontier.store import ExchangeParams, ExchangeResult, FrontierStore, Outbox
+from distscraper.masking import mask_url
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+LEASE_META = "_ds_lease"
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+
+
+@dataclass
+class Lease:
+    """A request this worker has popped and not yet finished."""
+
+    payload: bytes
+    domain: str
+    token: str
+    items: int = 0
+    outputs_done: bool = False
+    slot_released: bool = False
+
+
+class Frontier:
+    """Buffers, leases and round trips of one worker (see module docstring)."""
+
+    _instances: "WeakKeyDictionary[Crawler, Frontier]" = WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, crawler: "Crawler") -> "Frontier":
+        """The crawler's frontier, created on first use."""
+        if crawler not in cls._instances:
+            cls._instances[crawler] = cls(crawler)
+        return cls._instances[crawler]
+
+    def __init__(self, crawler: "Crawler") -> None:
+        settings = crawler.settings
+        self.crawler = crawler
+        self.server = redis_from_settings(settings)
+        self.redis_url = mask_url(defaults.get(settings, "REDIS_URL"))
+        self.key_template = defaults.get(settings, "FRONTIER_KEY_PREFIX")
+        df_cls = load_object(settings.get("DUPEFILTER_CLASS"))
+        if not hasattr(df_cls, "lua_prelude"):
+            raise ValueError(
+                f"setting DUPEFILTER_CLASS={settings.get('DUPEFILTER_CLASS')!r} is not a distscraper "
+                "dupefilter (use distscraper.frontier.dupefilter.RedisDupeFilter or BloomDupeFilter)")
+        self.dupefilter = df_cls.from_crawler(crawler)
+        timeout = settings.getfloat("DOWNLOAD_TIMEOUT")
+        lease = defaults.get(settings, "FRONTIER_LEASE_TIME") or timeout + 30
+        if lease <= timeout:
+            raise ValueError(f"setting FRONTIER_LEASE_TIME={lease!r} must be longer than "
+                             f"DOWNLOAD_TIMEOUT={timeout!r}")
+        self.lease_s = lease
+        self.node = defaults.get(settings, "NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
+        self.params_base = dict(
+            node=self.node,
+            lease_ms=int(lease * 1000),
+            delay_ms=int(settings.getfloat("DOWNLOAD_DELAY") * 1000),
+            concurrency=max(0, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")),
+            slot_ttl_ms=int((timeout + 10) * 1000),
+            reap_batch=defaults.get(settings, "FRONTIER_REAP_BATCH"),
+            recover_ms=int(defaults.get(settings, "THROTTLE_RECOVER_AFTER") * 1000),
+            penalty_base_ms=int(defaults.get(settings, "THROTTLE_BACKOFF_BASE") * 1000),
+            penalty_max_ms=int(defaults.get(settings, "THROTTLE_BACKOFF_MAX") * 1000),
+        )
+        self.pop_batch = defaults.get(settings, "FRONTIER_POP_BATCH")
+        self.push_batch = defaults.get(settings, "FRONTIER_PUSH_BATCH")
+        self.tick_s = defaults.get(settings, "FRONTIER_TICK")
+        self.seed_batch = defaults.get(settings, "FRONTIER_SEED_BATCH")
+        self.backoff_max = defaults.get(settings, "FRONTIER_REDIS_BACKOFF_MAX")
+        self.max_idle = defaults.get(settings, "MAX_IDLE_TIME_BEFORE_CLOSE")
+        self.priority_rules = PriorityRules.from_setting(defaults.get(settings, "FRONTIER_PRIORITY_RULES"))
+        self.spider: Spider | None = None
+        self.keys: FrontierKeys | None = None
+        self.store: FrontierStore | None = None
+        self.outbox = Outbox()
+        self.ready: deque[Request] = deque()
+        self.leases: dict[int, Lease] = {}
+        self._lease_ids = itertools.count(1)
+        self._seed_handler: Callable[[bytes], Iterable[Request]] | None = None
+        self._last_empty_pop = 0.0
+        self._down_since: float | None = None
+        self._retry_at = 0.0
+        self._backoff = 0.1
+        self._no_work_since: float | None = None
+        self._wake_call: Any = None
+        self._loops: list[task.LoopingCall] = []
+        self.round_trips = 0
+
+    @property
+    def stats(self) -> Any:
+        return self.crawler.stats  # set only once the crawl starts
+
+    # -- life cycle --------------------------------------------------------------
+    def open(self, spider: Spider) -> None:
+        """Connect (failing fast if Redis is unreachable) and start the background ticks."""
+        if self.spider is not None:
+            return
+        self.spider = spider
+        self.keys = FrontierKeys.for_spider(spider.name, self.key_template)
+        try:
+            self.server.ping()
+        except redis.RedisError as exc:
+            raise ConnectionError(f"cannot reach Redis at {self.redis_url}: {exc}") from None
+        self.store = FrontierStore(self.server, self.keys, self.dupefilter.lua_prelude())
+        if defaults.get(self.crawler.settings, "FRONTIER_FLUSH_ON_START"):
+            self.flush_all_keys()
+        self._start_loop(self.tick, self.tick_s)
+        self._start_loop(self.renew, max(self.lease_s / 3, self.tick_s))
+        logger.info("Frontier %s on %s, node %s, lease %.0fs", self.keys.prefix, self.redis_url,
+                    self.node, self.lease_s)
+
+    def _start_loop(self, fn: Callable[[], None], interval: float) -> None:
+        loop = task.LoopingCall(fn)
+        loop.start(interval, now=False).addErrback(
+            lambda f: logger.error("frontier loop failed: %s", f.getTraceback()))
+        self._loops.append(loop)
+
+    def close(self) -> None:
+        """Send everything buffered, then give every unfinished lease back to the queue."""
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
+        for lease_id in list(self.leases):
+            self.finalize(lease_id, "return")
+        self.ready.clear()
+        deadline = time.monotonic() + 10
+        while len(self.outbox) and time.monotonic() < deadline:
+            self._retry_at = 0
+            if self._exchange(pop=0) is None:
+                time.sleep(0.5)
+        if len(self.outbox):
+            logger.error("Redis unreachable at close: %d changes not sent; their leases will "
+                         "expire and other workers will redo them", len(self.outbox))
+
+    def flush_all_keys(self) -> int:
+        """Delete every key of this spider's frontier (explicit flush only)."""
+        assert self.keys is not None
+        n = 0
+        for pattern in self.keys.all_patterns():
+            for key in self.server.scan_iter(match=pattern, count=1000):
+                n += self.server.delete(key)
+        logger.warning("Flushed %d frontier keys of %s", n, self.keys.prefix)
+        return n
+
+    def set_seed_handler(self, handler: Callable[[bytes], Iterable[Request]]) -> None:
+        """*handler* turns one raw seed into requests, or raises SeedError."""
+        self._seed_handler = handler
+
+    # -- producing -------------------------------------------------------------------
+    def push(self, request: Request) -> None:
+        """Queue *request* for the shared frontier (deduplicated in Redis unless dont_filter)."""
+        parent = request.meta.get(LEASE_META)
+        if request.priority == 0:
+            prio = self.priority_rules.priority_for(request.url)
+            if prio:
+                request = request.replace(priority=prio)
+        fp = self.dupefilter.fingerprint(request)
+        try:
+            payload = codec.encode(request, self.spider, fp)
+        except codec.PayloadError as exc:
+            logger.error("Cannot queue %s: %s", request, exc)
+            self.outbox.count("unserializable")
+            return
+        self.outbox.pushes.append((fp, codec.domain_of(request), FrontierStore.queue_score(request.priority),
+                                   payload, request.dont_filter))
+        if parent is not None:
+            # A request the downloader turned into another (redirect, Scrapy retry):
+            # the new one is queued in the same round trip as the old one's ack.
+            request.meta.pop(LEASE_META, None)
+            self.finalize(parent, "ack")
+        if len(self.outbox.pushes) >= self.push_batch:
+            self._exchange(pop=0)
+
+    # -- consuming -------------------------------------------------------------------
+    def pop(self) -> Request | None:
+        """The next leased request for this worker, or None."""
+        if not self.ready:
+            now = time.monotonic()
+            if self.outbox.pushes or now - self._last_empty_pop > 0.05:
+                self._exchange(pop=self.pop_batch)
+                if not self.ready:
+                    self._last_empty_pop = now
+        return self.ready.popleft() if self.ready else None
+
+    def _accept(self, result: ExchangeResult) -> None:
+        assert self.spider is not None
+        for payload, token in result.popped:
+            try:
+                request = codec.decode(payload, self.spider)
+            except codec.PayloadError as exc:
+                logger.warning("Quarantined an undecodable queue entry: %s", exc)
+                self.outbox.quarantine.append((payload, f"cannot decode: {exc}"))
+                domain = _domain_in(payload)
+                if token and domain:
+                    self.outbox.slot_releases.append((domain, token))
+                continue
+            lease_id = next(self._lease_ids)
+            request.meta[LEASE_META] = lease_id
+            self.leases[lease_id] = Lease(payload, codec.domain_of(request), token)
+            self.ready.append(request)
+        for raw in result.seeds:
+            self._accept_seed(raw)
+
+    def _accept_seed(self, raw: bytes) -> None:
+        handler = self._seed_handler
+        if handler is None:
+            self.outbox.returns.append(raw)  # not a spider that reads seeds: leave it
+            return
+        try:
+            requests = list(handler(raw))
+        except SeedError as exc:
+            text = raw.decode("utf-8", "replace")
+            logger.warning("Rejected seed %.200r: %s", text, exc)
+            self.outbox.seed_invalid.append(FrontierStore.record(seed=text, reason=str(exc), at=time.time()))
+            self.stats.inc_value("frontier/seeds_invalid")
+        else:
+            for request in requests:
+                self.push(request)
+            self.stats.inc_value("frontier/seeds", len(requests))
+        self.outbox.seed_acks.append(raw)
+
+    # -- finishing ---------------------------------------------------------------------
+    def lease_of(self, request: Request) -> tuple[int, Lease] | tuple[None, None]:
+        lease_id = request.meta.get(LEASE_META)
+        lease = self.leases.get(lease_id) if lease_id is not None else None
+        return (lease_id, lease) if lease is not None else (None, None)
+
+    def release_slot(self, request: Request) -> None:
+        """The request left the downloader: its cluster-wide domain slot is free."""
+        _, lease = self.lease_of(request)
+        if lease is not None:
+            self._release_slot(lease)
+
+    def _release_slot(self, lease: Lease) -> None:
+        if lease.token and not lease.slot_released:
+            lease.slot_released = True
+            self.outbox.slot_releases.append((lease.domain, lease.token))
+
+    def item_started(self, request: Request) -> None:
+        _, lease = self.lease_of(request)
+        if lease is not None:
+            lease.items += 1
+
+    def item_finished(self, request: Request) -> None:
+        lease_id, lease = self.lease_of(request)
+        if lease is not None:
+            lease.items -= 1
+            self._maybe_ack(lease_id, lease)
+
+    def outputs_done(self, request: Request) -> None:
+        lease_id, lease = self.lease_of(request)
+        if lease is not None:
+            lease.outputs_done = True
+            self._maybe_ack(lease_id, lease)
+
+    def _maybe_ack(self, lease_id: int, lease: Lease) -> None:
+        if lease.outputs_done and lease.items <= 0:
+            self.finalize(lease_id, "ack")
+
+    def finalize(self, lease_id: int, how: str, **info: Any) -> None:
+        """End a lease: ``ack``, ``return``, ``retry`` (needs new_payload, due_ms),
+        ``dead`` (needs record) or ``quarantine`` (needs reason)."""
+        lease = self.leases.pop(lease_id, None)
+        if lease is None:
+            return
+        self._release_slot(lease)
+        box = self.outbox
+        if how == "ack":
+            box.acks.append((lease.payload, lease.domain))
+        elif how == "return":
+            box.returns.append(lease.payload)
+        elif how == "retry":
+            box.retries.append((lease.payload, info["new_payload"], info["due_ms"], lease.domain))
+        elif how == "dead":
+            box.dead.append((lease.payload, lease.domain, info["fingerprint"], info["record"]))
+        elif how == "quarantine":
+            box.quarantine.append((lease.payload, info["reason"]))
+        else:
+            raise ValueError(f"unknown lease end {how!r}")
+
+    def slowdown(self, domain: str) -> None:
+        """Tell the cluster to back off *domain* (after a 429/503)."""
+        self.outbox.slowdowns.append(domain)
+
+    def set_crawl_delay(self, domain: str, seconds: float) -> None:
+        self.outbox.crawl_delays.append((domain, int(seconds * 1000)))
+
+    # -- round trips -----------------------------------------------------------------------
+    def tick(self) -> None:
+        """Background sync: send buffered changes, recover expired work, read seeds."""
+        want = 0
+        engine = getattr(self.crawler, "engine", None)
+        downloader = getattr(engine, "downloader", None)
+        if not self.ready and downloader is not None and not downloader.needs_backout():
+            want = self.pop_batch
+        result = self._exchange(pop=want, seeds=self.seed_batch if self._seed_handler else 0)
+        if result is not None and (result.popped or result.seeds):
+            self._poke_engine()
+
+    def renew(self) -> None:
+        """Extend the leases of everything this worker still holds."""
+        if not self.leases or self.store is None or time.monotonic() < self._retry_at:
+            return
+        try:
+            self.store.renew([lease.payload for lease in self.leases.values()], int(self.lease_s * 1000))
+            self.round_trips += 1
+        except REDIS_ERRORS as exc:
+            self._redis_down(exc)
+
+    def _exchange(self, pop: int = 0, seeds: int = 0) -> ExchangeResult | None:
+        if self.store is None or time.monotonic() < self._retry_at:
+            return None
+        box, self.outbox = self.outbox, Outbox()
+        try:
+            result = self.store.exchange(box, ExchangeParams(**self.params_base), pop=pop, seeds=seeds)
+        except REDIS_ERRORS as exc:
+            box.extend(self.outbox)
+            self.outbox = box
+            self._redis_down(exc)
+            return None
+        self.round_trips += 1
+        self._redis_up()
+        self.stats.inc_value("frontier/round_trips")
+        if result.new:
+            self.stats.inc_value("frontier/enqueued", result.new)
+        if result.duplicates:
+            self.stats.inc_value("frontier/duplicates", result.duplicates)
+        if result.reaped:
+            self.stats.inc_value("frontier/reaped", result.reaped)
+            logger.info("Returned %d expired leases to the queue", result.reaped)
+        self._accept(result)
+        self._track_idle(result)
+        if not result.popped and result.wake_ms >= 0:
+            self._schedule_wake(result.wake_ms / 1000)
+        return result
+
+    def _redis_down(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+            self._backoff = 0.1
+            logger.warning("Redis at %s unreachable (%s); keeping %d buffered changes and retrying",
+                           self.redis_url, exc, len(self.outbox))
+        self.stats.inc_value("frontier/redis_errors")
+        self._retry_at = now + self._backoff
+        self._backoff = min(self._backoff * 2, self.backoff_max)
+
+    def _redis_up(self) -> None:
+        if self._down_since is not None:
+            logger.warning("Redis at %s reachable again after %.1fs", self.redis_url,
+                           time.monotonic() - self._down_since)
+            self._down_since = None
+            self._retry_at = 0.0
+
+    def _track_idle(self, result: ExchangeResult) -> None:
+        busy = result.work > 0 or self.leases or len(self.outbox)
+        if busy:
+            self._no_work_since = None
+        elif self._no_work_since is None:
+            self._no_work_since = time.monotonic()
+
+    def cluster_idle_for(self) -> float:
+        """Seconds the whole cluster has had no work at all, as seen by this worker."""
+        if self._no_work_since is None or self.leases or len(self.outbox) or self.ready:
+            return 0.0
+        return time.monotonic() - self._no_work_since
+
+    def should_close(self) -> bool:
+        return self.max_idle > 0 and self.cluster_idle_for() >= self.max_idle
+
+    def _schedule_wake(self, delay: float) -> None:
+        from twisted.internet import reactor  # the reactor Scrapy installed
+
+        if self._wake_call is not None and self._wake_call.active():
+            if self._wake_call.getTime() - reactor.seconds() <= delay:
+                return
+            self._wake_call.cancel()
+        self._wake_call = reactor.callLater(max(delay, 0.005), self._poke_engine)
+
+    def _poke_engine(self) -> None:
+        """Ask the engine to call next_request() again (it otherwise waits up to 5 s)."""
+        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+
+def _domain_in(payload: bytes) -> str:
+    try:
+        return str(codec.loads(payload)["d"])
+    except codec.PayloadError:
+        return ""

@@ -1,0 +1,308 @@
+-- One atomic round trip between a worker and the shared frontier.
+--
+-- In this order: apply the worker's buffered changes (new requests through the
+-- dupefilter, then acks, retries, dead letters, quarantines, returned leases,
+-- slot releases, seed bookkeeping, throttle updates, counters); return expired
+-- leases, due retries and stale seed reads to the queue; lease up to max_pop
+-- requests from domains whose politeness slot is free; read up to seed_n seeds.
+--
+-- The dupefilter's `seen_add(fp)` (1 = new, 0 = seen) is prepended by Python.
+
+local P = ARGV[1]
+local now = tonumber(ARGV[2])
+local LEASE = tonumber(ARGV[3])
+local NODE = ARGV[4]
+local MAX_POP = tonumber(ARGV[5])
+local DELAY = tonumber(ARGV[6])
+local CONC = tonumber(ARGV[7])
+local SLOT_TTL = tonumber(ARGV[8])
+local REAP = tonumber(ARGV[9])
+local SEED_N = tonumber(ARGV[10])
+local RECOVER = tonumber(ARGV[11])
+local PEN_BASE = tonumber(ARGV[12])
+local PEN_MAX = tonumber(ARGV[13])
+local pos = 14
+
+local K_READY = P .. 'domains:ready'
+local K_WAIT = P .. 'domains:wait'
+local K_INF = P .. 'inflight'
+local K_DEL = P .. 'delayed'
+local K_SEQ = P .. 'seq'
+local K_THR = P .. 'throttle'
+local K_STATS = P .. 'stats'
+local K_QUAR = P .. 'quarantine'
+local K_SEEDS = P .. 'start_urls'
+local K_SEEDS_PENDING = P .. 'start_urls:pending'
+local TWO32 = 4294967296
+
+local function arg()
+  local v = ARGV[pos]
+  pos = pos + 1
+  return v
+end
+
+local function next_seq()
+  return redis.call('INCR', K_SEQ) % TWO32
+end
+
+local function band(score)
+  return math.floor(score / TWO32)
+end
+
+local function domain_delay(d)
+  local v = redis.call('HMGET', K_THR, d .. '|crawl_delay', d .. '|penalty', d .. '|penalty_at')
+  local delay = DELAY
+  local cd = tonumber(v[1])
+  if cd and cd > delay then delay = cd end
+  local pen = tonumber(v[2])
+  if pen and pen > 0 then
+    if now - (tonumber(v[3]) or 0) > RECOVER then
+      pen = math.floor(pen / 2)
+      if pen < 10 then
+        redis.call('HDEL', K_THR, d .. '|penalty', d .. '|penalty_at')
+        pen = 0
+      else
+        redis.call('HSET', K_THR, d .. '|penalty', pen, d .. '|penalty_at', now)
+      end
+    end
+    if pen > delay then delay = pen end
+  end
+  return delay
+end
+
+-- A domain got a request with queue score `score`: make sure it is scheduled.
+local function schedule_domain(d, score)
+  local rs = redis.call('ZSCORE', K_READY, d)
+  if rs then
+    if band(score) < band(tonumber(rs)) then
+      redis.call('ZADD', K_READY, band(score) * TWO32 + next_seq(), d)
+    end
+  else
+    local t = tonumber(redis.call('HGET', K_THR, d .. '|next')) or 0
+    if t < now then t = now end
+    redis.call('ZADD', K_WAIT, 'NX', t, d)
+  end
+end
+
+local function enqueue(d, score, payload)
+  redis.call('ZADD', P .. 'requests:' .. d, score, payload)
+  schedule_domain(d, score)
+end
+
+local function quarantine(entry, reason)
+  redis.call('LPUSH', K_QUAR, cjson.encode({entry = entry, reason = reason, at = now / 1000}))
+  redis.call('HINCRBY', K_STATS, 'quarantined', 1)
+end
+
+-- Put a payload back in its domain queue, at the front of its priority band.
+local function requeue(payload)
+  local ok, obj = pcall(cjson.decode, payload)
+  if not ok or type(obj) ~= 'table' or type(obj['d']) ~= 'string' then
+    quarantine(payload, 'undecodable queue entry')
+    return
+  end
+  local p = tonumber(obj['p'] or 0) or 0
+  enqueue(obj['d'], -p * TWO32, payload)
+end
+
+-- Remove a leased payload: from the in-flight set, or from the queue if its
+-- lease had already expired and it went back there.
+local function unlease(payload, d)
+  local r = redis.call('ZREM', K_INF, payload)
+  if r == 0 and d ~= '' then
+    r = redis.call('ZREM', P .. 'requests:' .. d, payload)
+  end
+  return r
+end
+
+-- 1. new requests
+local new, dups = 0, 0
+for _ = 1, tonumber(arg()) do
+  local fp, d, base, payload, force = arg(), arg(), arg(), arg(), arg()
+  if seen_add(fp) == 1 or force == '1' then
+    enqueue(d, tonumber(base) + next_seq(), payload)
+    new = new + 1
+  else
+    dups = dups + 1
+  end
+end
+if new > 0 then redis.call('HINCRBY', K_STATS, 'enqueued', new) end
+if dups > 0 then redis.call('HINCRBY', K_STATS, 'duplicates', dups) end
+
+-- 2. acks: the request's outputs are durable
+local acked = 0
+for _ = 1, tonumber(arg()) do
+  local payload, d = arg(), arg()
+  unlease(payload, d)
+  acked = acked + 1
+end
+if acked > 0 then redis.call('HINCRBY', K_STATS, 'done', acked) end
+
+-- 3. retries: lease -> delayed
+for _ = 1, tonumber(arg()) do
+  local old, new_payload, due, d = arg(), arg(), arg(), arg()
+  if unlease(old, d) == 1 then
+    redis.call('ZADD', K_DEL, tonumber(due), new_payload)
+    redis.call('HINCRBY', K_STATS, 'retries', 1)
+  end
+end
+
+-- 4. dead letters: lease -> dead
+for _ = 1, tonumber(arg()) do
+  local old, d, fp, record = arg(), arg(), arg(), arg()
+  if unlease(old, d) == 1 then
+    redis.call('HSET', P .. 'dead', fp, record)
+    redis.call('HINCRBY', K_STATS, 'dead', 1)
+  end
+end
+
+-- 5. quarantine: lease -> quarantine
+for _ = 1, tonumber(arg()) do
+  local payload, reason = arg(), arg()
+  redis.call('ZREM', K_INF, payload)
+  quarantine(payload, reason)
+end
+
+-- 6. leases given back (graceful stop): lease -> front of queue
+for _ = 1, tonumber(arg()) do
+  local payload = arg()
+  if redis.call('ZREM', K_INF, payload) == 1 then requeue(payload) end
+end
+
+-- 7. download slots released
+for _ = 1, tonumber(arg()) do
+  local d, token = arg(), arg()
+  redis.call('ZREM', P .. 'slots:' .. d, token)
+  if domain_delay(d) == 0 then redis.call('ZADD', K_WAIT, 'XX', 'LT', now, d) end
+end
+
+-- 8. seeds: read ones that are now in the queue, rejected ones
+for _ = 1, tonumber(arg()) do
+  redis.call('ZREM', K_SEEDS_PENDING, arg())
+end
+for _ = 1, tonumber(arg()) do
+  redis.call('LPUSH', P .. 'start_urls:invalid', arg())
+  redis.call('HINCRBY', K_STATS, 'seeds_invalid', 1)
+end
+
+-- 9. throttle updates: 429/503 slow-downs, robots.txt crawl delays
+for _ = 1, tonumber(arg()) do
+  local d = arg()
+  local cur = tonumber(redis.call('HGET', K_THR, d .. '|penalty')) or 0
+  local pen = math.min(math.max(cur * 2, PEN_BASE, DELAY * 2), PEN_MAX)
+  redis.call('HSET', K_THR, d .. '|penalty', pen, d .. '|penalty_at', now, d .. '|next', now + pen)
+  if redis.call('ZREM', K_READY, d) == 1 then
+    redis.call('ZADD', K_WAIT, now + pen, d)
+  else
+    redis.call('ZADD', K_WAIT, 'XX', 'GT', now + pen, d)
+  end
+  redis.call('HINCRBY', K_STATS, 'slowdowns', 1)
+end
+for _ = 1, tonumber(arg()) do
+  local d, ms = arg(), arg()
+  redis.call('HSET', K_THR, d .. '|crawl_delay', ms)
+end
+
+-- 10. counters
+for _ = 1, tonumber(arg()) do
+  local field, n = arg(), arg()
+  redis.call('HINCRBY', K_STATS, field, tonumber(n))
+end
+
+-- 11. recovery: expired leases, due retries, stale seed reads
+local reaped = 0
+for _, payload in ipairs(redis.call('ZRANGEBYSCORE', K_INF, '-inf', now, 'LIMIT', 0, REAP)) do
+  redis.call('ZREM', K_INF, payload)
+  requeue(payload)
+  reaped = reaped + 1
+end
+if reaped > 0 then redis.call('HINCRBY', K_STATS, 'reaped', reaped) end
+for _, payload in ipairs(redis.call('ZRANGEBYSCORE', K_DEL, '-inf', now, 'LIMIT', 0, REAP)) do
+  redis.call('ZREM', K_DEL, payload)
+  requeue(payload)
+end
+for _, raw in ipairs(redis.call('ZRANGEBYSCORE', K_SEEDS_PENDING, '-inf', now, 'LIMIT', 0, REAP)) do
+  redis.call('ZREM', K_SEEDS_PENDING, raw)
+  redis.call('RPUSH', K_SEEDS, raw)
+end
+
+-- 12. lease requests from domains whose turn it is
+for _, d in ipairs(redis.call('ZRANGEBYSCORE', K_WAIT, '-inf', now, 'LIMIT', 0, 512)) do
+  redis.call('ZREM', K_WAIT, d)
+  local head = redis.call('ZRANGE', P .. 'requests:' .. d, 0, 0, 'WITHSCORES')
+  if head[1] then
+    redis.call('ZADD', K_READY, band(tonumber(head[2])) * TWO32 + next_seq(), d)
+  end
+end
+
+local popped = {}
+local guard = 0
+while #popped < 2 * MAX_POP and guard < 4 * MAX_POP do
+  guard = guard + 1
+  local top = redis.call('ZRANGE', K_READY, 0, 0)
+  local d = top[1]
+  if not d then break end
+  local q = P .. 'requests:' .. d
+  local sk = P .. 'slots:' .. d
+  local delay = domain_delay(d)
+  local full = false
+  if CONC > 0 then
+    redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
+    full = redis.call('ZCARD', sk) >= CONC
+  end
+  if full then
+    redis.call('ZREM', K_READY, d)
+    redis.call('ZADD', K_WAIT, now + math.max(delay, 50), d)
+  else
+    local item = redis.call('ZPOPMIN', q)
+    if not item[1] then
+      redis.call('ZREM', K_READY, d)
+    else
+      redis.call('ZADD', K_INF, now + LEASE, item[1])
+      local token = ''
+      if CONC > 0 then
+        token = NODE .. ':' .. next_seq()
+        redis.call('ZADD', sk, now + SLOT_TTL, token)
+        redis.call('PEXPIRE', sk, SLOT_TTL)
+      end
+      popped[#popped + 1] = item[1]
+      popped[#popped + 1] = token
+      if delay > 0 then
+        redis.call('HSET', K_THR, d .. '|next', now + delay)
+        redis.call('ZREM', K_READY, d)
+        redis.call('ZADD', K_WAIT, now + delay, d)
+      else
+        local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+        if head[1] then
+          redis.call('ZADD', K_READY, band(tonumber(head[2])) * TWO32 + next_seq(), d)
+        else
+          redis.call('ZREM', K_READY, d)
+        end
+      end
+    end
+  end
+end
+
+-- 13. seeds
+local seeds = {}
+if SEED_N > 0 then
+  for _ = 1, SEED_N do
+    local raw = redis.call('RPOP', K_SEEDS)
+    if not raw then break end
+    redis.call('ZADD', K_SEEDS_PENDING, now + LEASE, raw)
+    seeds[#seeds + 1] = raw
+  end
+end
+
+-- 14. is there any work left in the cluster, and when is the next domain due?
+local work = redis.call('ZCARD', K_READY) + redis.call('ZCARD', K_WAIT) + redis.call('ZCARD', K_INF)
+  + redis.call('ZCARD', K_DEL) + redis.call('LLEN', K_SEEDS) + redis.call('ZCARD', K_SEEDS_PENDING)
+local wake = -1
+if #popped == 0 then
+  local w = redis.call('ZRANGE', K_WAIT, 0, 0, 'WITHSCORES')
+  if w[1] then wake = tonumber(w[2]) - now end
+  local dl = redis.call('ZRANGE', K_DEL, 0, 0, 'WITHSCORES')
+  if dl[1] and (wake < 0 or tonumber(dl[2]) - now < wake) then wake = tonumber(dl[2]) - now end
+end
+
+return {popped, seeds, new, dups, reaped, work, wake}

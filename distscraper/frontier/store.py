@@ -1,0 +1,150 @@
+"""The Redis side of the frontier: one atomic script per round trip.
+
+:class:`FrontierStore` turns an :class:`Outbox` of buffered changes into one
+``EVALSHA`` of ``lua/exchange.lua`` and returns what the worker receives.
+Everything that changes shared state goes through a Lua script, so there is no
+read-decide-write race between workers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import redis
+
+from distscraper.frontier.keys import FrontierKeys
+
+TWO32 = 2**32
+
+
+def lua(name: str) -> str:
+    """The text of one of the package's Lua scripts."""
+    return resources.files("distscraper.frontier").joinpath("lua", name).read_text()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Outbox:
+    """Changes a worker has made locally and not yet sent to Redis."""
+
+    pushes: list[tuple[bytes, str, int, bytes, bool]] = field(default_factory=list)  # fp, domain, -prio*2^32, payload, force
+    acks: list[tuple[bytes, str]] = field(default_factory=list)  # payload, domain
+    retries: list[tuple[bytes, bytes, int, str]] = field(default_factory=list)  # old, new, due_ms, domain
+    dead: list[tuple[bytes, str, str, str]] = field(default_factory=list)  # payload, domain, fp hex, record json
+    quarantine: list[tuple[bytes, str]] = field(default_factory=list)  # payload, reason
+    returns: list[bytes] = field(default_factory=list)  # leases given back
+    slot_releases: list[tuple[str, str]] = field(default_factory=list)  # domain, token
+    seed_acks: list[bytes] = field(default_factory=list)
+    seed_invalid: list[str] = field(default_factory=list)  # record json
+    slowdowns: list[str] = field(default_factory=list)  # domain
+    crawl_delays: list[tuple[str, int]] = field(default_factory=list)  # domain, ms
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return (len(self.pushes) + len(self.acks) + len(self.retries) + len(self.dead)
+                + len(self.quarantine) + len(self.returns) + len(self.slot_releases)
+                + len(self.seed_acks) + len(self.seed_invalid) + len(self.slowdowns)
+                + len(self.crawl_delays) + len(self.counters))
+
+    def extend(self, later: "Outbox") -> None:
+        """Append *later*'s changes after this outbox's own, keeping their order."""
+        for name in ("pushes", "acks", "retries", "dead", "quarantine", "returns", "slot_releases",
+                     "seed_acks", "seed_invalid", "slowdowns", "crawl_delays"):
+            getattr(self, name).extend(getattr(later, name))
+        for key, n in later.counters.items():
+            self.count(key, n)
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def args(self) -> list[Any]:
+        out: list[Any] = []
+
+        def section(rows: list[Any], width: int) -> None:
+            out.append(len(rows))
+            for row in rows:
+                if width == 1:
+                    out.append(row)
+                else:
+                    out.extend(row)
+
+        section([(fp, d, base, p, "1" if force else "0") for fp, d, base, p, force in self.pushes], 5)
+        section(self.acks, 2)
+        section(self.retries, 4)
+        section(self.dead, 4)
+        section(self.quarantine, 2)
+        section(self.returns, 1)
+        section(self.slot_releases, 2)
+        section(self.seed_acks, 1)
+        section(self.seed_invalid, 1)
+        section(self.slowdowns, 1)
+        section(self.crawl_delays, 2)
+        section(list(self.counters.items()), 2)
+        return out
+
+
+@dataclass(frozen=True)
+class ExchangeParams:
+    """Per-worker constants of every exchange."""
+
+    node: str
+    lease_ms: int
+    delay_ms: int = 0
+    concurrency: int = 0
+    slot_ttl_ms: int = 60_000
+    reap_batch: int = 200
+    recover_ms: int = 10_000
+    penalty_base_ms: int = 1_000
+    penalty_max_ms: int = 60_000
+
+
+@dataclass
+class ExchangeResult:
+    popped: list[tuple[bytes, str]]  # payload, slot token
+    seeds: list[bytes]
+    new: int
+    duplicates: int
+    reaped: int
+    work: int  # seeds + queued domains + in flight + delayed, cluster-wide
+    wake_ms: int  # ms until the next domain is due (-1: none waiting)
+
+
+class FrontierStore:
+    """Atomic operations on one spider's frontier keys."""
+
+    def __init__(self, server: redis.Redis, keys: FrontierKeys, dedup_prelude: str) -> None:
+        self.server = server
+        self.keys = keys
+        self._exchange = server.register_script(dedup_prelude + "\n" + lua("exchange.lua"))
+        self._renew = server.register_script(lua("renew.lua"))
+
+    def exchange(self, outbox: Outbox, params: ExchangeParams, *, pop: int = 0,
+                 seeds: int = 0) -> ExchangeResult:
+        argv = [self.keys.prefix + ":", now_ms(), params.lease_ms, params.node, pop,
+                params.delay_ms, params.concurrency, params.slot_ttl_ms, params.reap_batch, seeds,
+                params.recover_ms, params.penalty_base_ms, params.penalty_max_ms, *outbox.args()]
+        popped, seed_list, new, dups, reaped, work, wake = self._exchange(args=argv)
+        pairs = [(popped[i], popped[i + 1].decode()) for i in range(0, len(popped), 2)]
+        return ExchangeResult(pairs, list(seed_list), int(new), int(dups), int(reaped),
+                              int(work), int(wake))
+
+    def renew(self, payloads: list[bytes], lease_ms: int) -> int:
+        if not payloads:
+            return 0
+        return int(self._renew(keys=[self.keys.inflight], args=[now_ms() + lease_ms, *payloads]))
+
+    @staticmethod
+    def queue_score(priority: int) -> int:
+        """The priority part of a queue score; lower scores are served first."""
+        return -int(priority) * TWO32
+
+    @staticmethod
+    def record(**fields: Any) -> str:
+        return json.dumps(fields, separators=(",", ":"), default=str)
