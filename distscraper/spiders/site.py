@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
@@ -13,7 +13,7 @@ from scrapy_redis.spiders import RedisSpider
 
 from distscraper import defaults
 from distscraper.frontier.client import Frontier
-from distscraper.frontier.seeds import parse_seed
+from distscraper.frontier.seeds import Seed, parse_seed
 from distscraper.items import PageItem
 from distscraper.spiders.links import LinkPolicy, host_of
 
@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 ROOT_META = "root_domain"  # the seed's domain, carried by every request it leads to
+
+
+def seed_request(seed: Seed, callback: Callable[..., Any] | None = None) -> Request:
+    """The request a seed starts (the spider's and the producer's): meta carries the seed's domain."""
+    meta = dict(seed.meta)
+    meta.setdefault(ROOT_META, host_of(seed.url))
+    return Request(seed.url, callback=callback, meta=meta, dont_filter=seed.force,
+                   priority=seed.priority or 0)
 
 
 class SiteSpider(RedisSpider):
@@ -61,11 +69,7 @@ class SiteSpider(RedisSpider):
 
     def make_request_from_data(self, data: bytes) -> Iterator[Request]:
         """One request per seed; raises SeedError (with the reason) for a bad one."""
-        seed = parse_seed(data, self.seed_max_bytes)
-        meta = dict(seed.meta)
-        meta.setdefault(ROOT_META, host_of(seed.url))
-        yield Request(seed.url, callback=self.parse, meta=meta, dont_filter=seed.force,
-                      priority=seed.priority or 0)
+        yield seed_request(parse_seed(data, self.seed_max_bytes), self.parse)
 
     def spider_idle(self) -> None:
         """Close only when MAX_IDLE_TIME_BEFORE_CLOSE is set and the whole cluster is done."""
