@@ -2,7 +2,7 @@
 
 Components read settings only through :func:`get`, so a bad value fails fast
 with an error that names the setting and the value. README.md's settings table
-is generated from :data:`SETTINGS` (``python -m distscraper.defaults``).
+is generated from :data:`SETTINGS` (``python -m distscraper.readme_tables``).
 
 Scrapy's own settings (``DOWNLOAD_DELAY``, ``RETRY_TIMES``, ...) keep their
 Scrapy meaning and defaults; only the distscraper additions live here.
@@ -119,6 +119,7 @@ _s("NODE_ID", "", "str", "This worker's id; empty means `<host>-<pid>`.")
 _s("HEARTBEAT_INTERVAL", 2.0, "float", "Seconds between heartbeats.", minimum=0.1)
 _s("HEARTBEAT_TTL", 10.0, "float", "Seconds after which a silent node is gone.", minimum=0.5)
 _s("METRICS_PORT", 0, "int", "Serve Prometheus metrics on this port; 0 is off.", minimum=0)
+_s("METRICS_HOST", "127.0.0.1", "str", "Address the Prometheus metrics server listens on.")
 
 
 def _read_list(settings: BaseSettings, name: str, _default: Any) -> list[Any]:
@@ -175,6 +176,3 @@ def markdown_table() -> str:
         rows.append(f"| `{spec.name}` | `{spec.default!r}` | {spec.doc} |")
     return "\n".join(rows)
 
-
-if __name__ == "__main__":
-    print(markdown_table())

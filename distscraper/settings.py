@@ -27,6 +27,10 @@ DOWNLOADER_MIDDLEWARES = {
 ITEM_PIPELINES = {
     "distscraper.pipelines.mongo.MongoPipeline": 300,
 }
+EXTENSIONS = {
+    "distscraper.monitor.heartbeat.Heartbeat": 500,
+    "distscraper.monitor.metrics.Metrics": 510,
+}
 
 ROBOTSTXT_OBEY = True
 DOWNLOAD_TIMEOUT = 30

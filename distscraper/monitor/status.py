@@ -74,12 +74,15 @@ def live_nodes(server: redis.Redis, keys: FrontierKeys, ids: list[str], now: flo
 
 def cluster_rate(history: list[dict[str, Any]], done_now: int, now: float,
                  nodes: list[dict[str, Any]]) -> tuple[float, str]:
-    """Pages per minute over the last minute, and where the figure comes from."""
+    """Pages per minute over the last minute, and where the figure comes from.
+
+    With no live node nothing is being fetched: the rate is 0 ("nodes").
+    """
     recent = [s for s in history if now - RATE_WINDOW <= s["t"] <= now]
-    if recent and now - recent[0]["t"] >= MIN_RATE_SPAN:
+    if nodes and recent and now - recent[0]["t"] >= MIN_RATE_SPAN:
         grown = max(done_now - int(recent[0].get("done", 0)), 0)
         return round(grown * 60.0 / (now - recent[0]["t"]), 1), "history"
-    return round(sum(float(n.get("pages_per_min", 0)) for n in nodes), 1), "nodes"
+    return round(sum((float(n.get("pages_per_min", 0)) for n in nodes), 0.0), 1), "nodes"
 
 
 def cluster_status(server: redis.Redis, keys: FrontierKeys,

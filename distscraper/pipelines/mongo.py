@@ -411,10 +411,20 @@ class MongoPipeline:
         self._after_write()
 
     def _crawl_closing(self) -> bool:
-        """True once Scrapy is closing the spider: it then waits for our items to finish."""
+        """True once Scrapy is closing the spider.
+
+        Scrapy then waits for every item in progress before it calls
+        :meth:`close_spider`, so the close deadline must start here. Stopping
+        (a shutdown signal, ``crawler.stop()``) shows as an engine with a spider
+        that no longer runs; other closes (``CloseSpider``) as a closing slot.
+        """
         engine = self._engine()
-        slot = getattr(getattr(engine, "scraper", None), "slot", None)
-        return getattr(slot, "closing", None) is not None
+        if engine is None or getattr(engine, "spider", None) is None:
+            return False
+        if not getattr(engine, "running", True):
+            return True
+        slots = (getattr(engine, "_slot", None), getattr(engine.scraper, "slot", None))
+        return any(getattr(slot, "closing", None) is not None for slot in slots)
 
     # --- back-pressure --------------------------------------------------------
     def _buffer_grew(self) -> None:
