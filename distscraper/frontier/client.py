@@ -15,13 +15,11 @@ middleware, the retry middleware and the spider all reach it through
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import socket
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 from weakref import WeakKeyDictionary
 
@@ -34,6 +32,8 @@ from distscraper import defaults
 from distscraper.frontier import codec
 from distscraper.frontier.connection import redis_from_settings
 from distscraper.frontier.keys import FrontierKeys
+from distscraper.frontier.leases import LEASE_META, LeaseBook
+from distscraper.frontier.outage import Outage
 from distscraper.frontier.priority import PriorityRules
 from distscraper.frontier.seeds import SeedError
 from distscraper.frontier.store import ExchangeParams, ExchangeResult, FrontierStore, Outbox
@@ -44,20 +44,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LEASE_META = "_ds_lease"
+MAX_LEASE_PERIODS = 10  # a lease held this long without an outcome is given up
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
-
-
-@dataclass
-class Lease:
-    """A request this worker has popped and not yet finished."""
-
-    payload: bytes
-    domain: str
-    token: str
-    items: int = 0
-    outputs_done: bool = False
-    slot_released: bool = False
 
 
 class Frontier:
@@ -106,21 +94,17 @@ class Frontier:
         self.push_batch = defaults.get(settings, "FRONTIER_PUSH_BATCH")
         self.tick_s = defaults.get(settings, "FRONTIER_TICK")
         self.seed_batch = defaults.get(settings, "FRONTIER_SEED_BATCH")
-        self.backoff_max = defaults.get(settings, "FRONTIER_REDIS_BACKOFF_MAX")
         self.max_idle = defaults.get(settings, "MAX_IDLE_TIME_BEFORE_CLOSE")
         self.priority_rules = PriorityRules.from_setting(defaults.get(settings, "FRONTIER_PRIORITY_RULES"))
         self.spider: Spider | None = None
         self.keys: FrontierKeys | None = None
         self.store: FrontierStore | None = None
         self.outbox = Outbox()
+        self.leases = LeaseBook(self.outbox)
         self.ready: deque[Request] = deque()
-        self.leases: dict[int, Lease] = {}
-        self._lease_ids = itertools.count(1)
+        self.outage = Outage(self.redis_url, defaults.get(settings, "FRONTIER_REDIS_BACKOFF_MAX"))
         self._seed_handler: Callable[[bytes], Iterable[Request]] | None = None
-        self._last_empty_pop = 0.0
-        self._down_since: float | None = None
-        self._retry_at = 0.0
-        self._backoff = 0.1
+        self._next_pop_at = 0.0  # before this, an empty queue stays empty (or a tick will see)
         self._no_work_since: float | None = None
         self._wake_call: Any = None
         self._loops: list[task.LoopingCall] = []
@@ -162,12 +146,11 @@ class Frontier:
                 loop.stop()
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
-        for lease_id in list(self.leases):
-            self.finalize(lease_id, "return")
+        self.leases.return_all()
         self.ready.clear()
         deadline = time.monotonic() + 10
         while len(self.outbox) and time.monotonic() < deadline:
-            self._retry_at = 0
+            self.outage.retry_at = 0
             if self._exchange(pop=0) is None:
                 time.sleep(0.5)
         if len(self.outbox):
@@ -208,20 +191,16 @@ class Frontier:
         if parent is not None:
             # A request the downloader turned into another (redirect, Scrapy retry):
             # the new one is queued in the same round trip as the old one's ack.
+            self.leases.finalize(parent, "ack")
             request.meta.pop(LEASE_META, None)
-            self.finalize(parent, "ack")
         if len(self.outbox.pushes) >= self.push_batch:
             self._exchange(pop=0)
 
     # -- consuming -------------------------------------------------------------------
     def pop(self) -> Request | None:
         """The next leased request for this worker, or None."""
-        if not self.ready:
-            now = time.monotonic()
-            if self.outbox.pushes or now - self._last_empty_pop > 0.05:
-                self._exchange(pop=self.pop_batch)
-                if not self.ready:
-                    self._last_empty_pop = now
+        if not self.ready and (self.outbox.pushes or time.monotonic() >= self._next_pop_at):
+            self._exchange(pop=self.pop_batch)
         return self.ready.popleft() if self.ready else None
 
     def _accept(self, result: ExchangeResult) -> None:
@@ -236,20 +215,15 @@ class Frontier:
                 if token and domain:
                     self.outbox.slot_releases.append((domain, token))
                 continue
-            lease_id = next(self._lease_ids)
-            request.meta[LEASE_META] = lease_id
-            self.leases[lease_id] = Lease(payload, codec.domain_of(request), token)
+            self.leases.add(request, payload, codec.domain_of(request), token)
             self.ready.append(request)
         for raw in result.seeds:
             self._accept_seed(raw)
 
     def _accept_seed(self, raw: bytes) -> None:
-        handler = self._seed_handler
-        if handler is None:
-            self.outbox.returns.append(raw)  # not a spider that reads seeds: leave it
-            return
+        assert self._seed_handler is not None  # seeds are read only with a handler
         try:
-            requests = list(handler(raw))
+            requests = list(self._seed_handler(raw))
         except SeedError as exc:
             text = raw.decode("utf-8", "replace")
             logger.warning("Rejected seed %.200r: %s", text, exc)
@@ -262,63 +236,11 @@ class Frontier:
         self.outbox.seed_acks.append(raw)
 
     # -- finishing ---------------------------------------------------------------------
-    def lease_of(self, request: Request) -> tuple[int, Lease] | tuple[None, None]:
-        lease_id = request.meta.get(LEASE_META)
-        lease = self.leases.get(lease_id) if lease_id is not None else None
-        return (lease_id, lease) if lease is not None else (None, None)
-
-    def release_slot(self, request: Request) -> None:
-        """The request left the downloader: its cluster-wide domain slot is free."""
-        _, lease = self.lease_of(request)
-        if lease is not None:
-            self._release_slot(lease)
-
-    def _release_slot(self, lease: Lease) -> None:
-        if lease.token and not lease.slot_released:
-            lease.slot_released = True
-            self.outbox.slot_releases.append((lease.domain, lease.token))
-
-    def item_started(self, request: Request) -> None:
-        _, lease = self.lease_of(request)
-        if lease is not None:
-            lease.items += 1
-
-    def item_finished(self, request: Request) -> None:
-        lease_id, lease = self.lease_of(request)
-        if lease is not None:
-            lease.items -= 1
-            self._maybe_ack(lease_id, lease)
-
-    def outputs_done(self, request: Request) -> None:
-        lease_id, lease = self.lease_of(request)
-        if lease is not None:
-            lease.outputs_done = True
-            self._maybe_ack(lease_id, lease)
-
-    def _maybe_ack(self, lease_id: int, lease: Lease) -> None:
-        if lease.outputs_done and lease.items <= 0:
-            self.finalize(lease_id, "ack")
+    def lease_of(self, request: Request) -> tuple[int, Any] | tuple[None, None]:
+        return self.leases.of(request)
 
     def finalize(self, lease_id: int, how: str, **info: Any) -> None:
-        """End a lease: ``ack``, ``return``, ``retry`` (needs new_payload, due_ms),
-        ``dead`` (needs record) or ``quarantine`` (needs reason)."""
-        lease = self.leases.pop(lease_id, None)
-        if lease is None:
-            return
-        self._release_slot(lease)
-        box = self.outbox
-        if how == "ack":
-            box.acks.append((lease.payload, lease.domain))
-        elif how == "return":
-            box.returns.append(lease.payload)
-        elif how == "retry":
-            box.retries.append((lease.payload, info["new_payload"], info["due_ms"], lease.domain))
-        elif how == "dead":
-            box.dead.append((lease.payload, lease.domain, info["fingerprint"], info["record"]))
-        elif how == "quarantine":
-            box.quarantine.append((lease.payload, info["reason"]))
-        else:
-            raise ValueError(f"unknown lease end {how!r}")
+        self.leases.finalize(lease_id, how, **info)
 
     def slowdown(self, domain: str) -> None:
         """Tell the cluster to back off *domain* (after a 429/503)."""
@@ -341,28 +263,34 @@ class Frontier:
 
     def renew(self) -> None:
         """Extend the leases of everything this worker still holds."""
-        if not self.leases or self.store is None or time.monotonic() < self._retry_at:
+        if not self.leases or self.store is None or not self.outage.may_try():
             return
+        for lease in self.leases.forget_stale(time.monotonic() - MAX_LEASE_PERIODS * self.lease_s):
+            logger.warning("Giving up the lease of %.200r after %d lease periods without an outcome; "
+                           "another node will redo it", lease.payload, MAX_LEASE_PERIODS)
         try:
-            self.store.renew([lease.payload for lease in self.leases.values()], int(self.lease_s * 1000))
+            self.store.renew(self.leases.payloads(), int(self.lease_s * 1000))
             self.round_trips += 1
         except REDIS_ERRORS as exc:
             self._redis_down(exc)
 
     def _exchange(self, pop: int = 0, seeds: int = 0) -> ExchangeResult | None:
-        if self.store is None or time.monotonic() < self._retry_at:
+        if self.store is None or not self.outage.may_try():
             return None
-        box, self.outbox = self.outbox, Outbox()
+        box = self.outbox.take()
+        started = time.perf_counter()
         try:
             result = self.store.exchange(box, ExchangeParams(**self.params_base), pop=pop, seeds=seeds)
         except REDIS_ERRORS as exc:
-            box.extend(self.outbox)
-            self.outbox = box
+            self.outbox.put_back(box)
             self._redis_down(exc)
             return None
         self.round_trips += 1
-        self._redis_up()
+        self.outage.succeeded()
         self.stats.inc_value("frontier/round_trips")
+        blocked_ms = round((time.perf_counter() - started) * 1000, 3)  # the reactor waited this long
+        self.stats.inc_value("frontier/exchange_ms", blocked_ms)
+        self.stats.max_value("frontier/exchange_max_ms", blocked_ms)
         if result.new:
             self.stats.inc_value("frontier/enqueued", result.new)
         if result.duplicates:
@@ -372,27 +300,17 @@ class Frontier:
             logger.info("Returned %d expired leases to the queue", result.reaped)
         self._accept(result)
         self._track_idle(result)
-        if not result.popped and result.wake_ms >= 0:
-            self._schedule_wake(result.wake_ms / 1000)
+        if not result.popped:
+            # Nothing to lease now: ask again when the next domain is due, or at the next tick.
+            wait = min(result.wake_ms / 1000, self.tick_s) if result.wake_ms >= 0 else self.tick_s
+            self._next_pop_at = time.monotonic() + max(wait, 0.005)
+            if result.wake_ms >= 0:
+                self._schedule_wake(result.wake_ms / 1000)
         return result
 
     def _redis_down(self, exc: Exception) -> None:
-        now = time.monotonic()
-        if self._down_since is None:
-            self._down_since = now
-            self._backoff = 0.1
-            logger.warning("Redis at %s unreachable (%s); keeping %d buffered changes and retrying",
-                           self.redis_url, exc, len(self.outbox))
         self.stats.inc_value("frontier/redis_errors")
-        self._retry_at = now + self._backoff
-        self._backoff = min(self._backoff * 2, self.backoff_max)
-
-    def _redis_up(self) -> None:
-        if self._down_since is not None:
-            logger.warning("Redis at %s reachable again after %.1fs", self.redis_url,
-                           time.monotonic() - self._down_since)
-            self._down_since = None
-            self._retry_at = 0.0
+        self.outage.failed(exc, len(self.outbox))
 
     def _track_idle(self, result: ExchangeResult) -> None:
         busy = result.work > 0 or self.leases or len(self.outbox)

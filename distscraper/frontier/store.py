@@ -48,17 +48,25 @@ class Outbox:
     counters: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return (len(self.pushes) + len(self.acks) + len(self.retries) + len(self.dead)
-                + len(self.quarantine) + len(self.returns) + len(self.slot_releases)
-                + len(self.seed_acks) + len(self.seed_invalid) + len(self.slowdowns)
-                + len(self.crawl_delays) + len(self.counters))
+        return sum(len(getattr(self, name)) for name in self._LISTS) + len(self.counters)
 
-    def extend(self, later: "Outbox") -> None:
-        """Append *later*'s changes after this outbox's own, keeping their order."""
-        for name in ("pushes", "acks", "retries", "dead", "quarantine", "returns", "slot_releases",
-                     "seed_acks", "seed_invalid", "slowdowns", "crawl_delays"):
-            getattr(self, name).extend(getattr(later, name))
-        for key, n in later.counters.items():
+    _LISTS = ("pushes", "acks", "retries", "dead", "quarantine", "returns", "slot_releases",
+              "seed_acks", "seed_invalid", "slowdowns", "crawl_delays")
+
+    def take(self) -> "Outbox":
+        """Move every change into a new outbox (to send), leaving this one empty."""
+        taken = Outbox()
+        for name in self._LISTS:
+            setattr(taken, name, getattr(self, name))
+            setattr(self, name, [])
+        taken.counters, self.counters = self.counters, {}
+        return taken
+
+    def put_back(self, unsent: "Outbox") -> None:
+        """Restore changes that could not be sent, before any made since."""
+        for name in self._LISTS:
+            setattr(self, name, getattr(unsent, name) + getattr(self, name))
+        for key, n in unsent.counters.items():
             self.count(key, n)
 
     def count(self, name: str, n: int = 1) -> None:

@@ -4,7 +4,9 @@ A request's lease ends with an ack once (1) the spider's output for its
 response is exhausted, so every follow-up request is in the push buffer, and
 (2) every item it produced has passed the item pipelines (the MongoDB pipeline
 fires ``item_scraped`` only after the write). The ack travels in the same
-Lua round trip as, or a later one than, the follow-up requests.
+Lua round trip as, or a later one than, the follow-up requests. An item dropped
+with :class:`NotDurable` (not stored, e.g. MongoDB down while closing) gives the
+request back to the queue instead, so it is crawled again.
 """
 
 from __future__ import annotations
@@ -12,12 +14,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from scrapy import Request, Spider, signals
+from scrapy.exceptions import DropItem
 from scrapy.http import Response
 
-from distscraper.frontier.client import LEASE_META, Frontier
+from distscraper.frontier.client import Frontier
+from distscraper.frontier.leases import LEASE_META
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+
+class NotDurable(DropItem):
+    """An item that could not be stored: its request must not be acknowledged."""
 
 
 class LeaseTrackerMiddleware:
@@ -35,18 +43,23 @@ class LeaseTrackerMiddleware:
         return mw
 
     def request_left_downloader(self, request: Request, spider: Spider | None = None) -> None:
-        self.frontier.release_slot(request)
+        self.frontier.leases.release_slot(request)
 
-    def item_finished(self, item: Any, response: Response | None = None, **_: Any) -> None:
+    def item_finished(self, item: Any, response: Response | None = None,
+                      exception: BaseException | None = None, **_: Any) -> None:
         request = getattr(response, "request", None)
-        if request is not None:
-            self.frontier.item_finished(request)
+        if request is None:
+            return
+        if isinstance(exception, NotDurable):
+            self.frontier.leases.end(request, "return")
+        else:
+            self.frontier.leases.item_finished(request)
 
     def _see(self, response: Response, output: Any) -> None:
         if isinstance(output, Request):
             output.meta.pop(LEASE_META, None)  # a new request, not a continuation of this one
         elif output is not None:
-            self.frontier.item_started(response.request)
+            self.frontier.leases.item_started(response.request)
 
     def process_spider_output(self, response: Response, result: Iterable[Any],
                               spider: Spider | None = None) -> Iterable[Any]:
@@ -55,7 +68,7 @@ class LeaseTrackerMiddleware:
                 self._see(response, output)
                 yield output
         finally:
-            self.frontier.outputs_done(response.request)
+            self.frontier.leases.outputs_done(response.request)
 
     async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
                                           spider: Spider | None = None) -> AsyncIterator[Any]:
@@ -64,8 +77,8 @@ class LeaseTrackerMiddleware:
                 self._see(response, output)
                 yield output
         finally:
-            self.frontier.outputs_done(response.request)
+            self.frontier.leases.outputs_done(response.request)
 
     def process_spider_exception(self, response: Response, exception: Exception,
                                  spider: Spider | None = None) -> None:
-        self.frontier.outputs_done(response.request)
+        self.frontier.leases.outputs_done(response.request)

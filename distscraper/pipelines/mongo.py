@@ -5,10 +5,12 @@
 * an item's processing completes only once MongoDB has acknowledged the bulk
   write holding it, so whatever waits for item processing (the frontier's
   acknowledgement of a request) never runs ahead of storage;
-* items are upserted on ``MONGO_UNIQUE_KEY`` (a unique index is created at
-  start-up) in batches of up to ``MONGO_BATCH_SIZE``, written at most
+* items are upserted (``$set``) on ``MONGO_UNIQUE_KEY``, which gets a unique
+  index at start-up, in batches of up to ``MONGO_BATCH_SIZE`` written at most
   ``MONGO_FLUSH_INTERVAL`` seconds after the oldest buffered item arrived, one
   write at a time, in a thread of the pipeline's own (the reactor never blocks);
+  items of one batch sharing a key become one upsert of their fields merged in
+  arrival order, which stores what writing them one by one would;
 * while MongoDB is unreachable nothing is dropped: the batch is retried with
   exponential back-off, crawling pauses once ``MONGO_BUFFER_MAX`` items are
   unwritten and resumes when fewer than half of that are;
@@ -43,6 +45,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from distscraper import defaults
+from distscraper.frontier.tracker import NotDurable
 from distscraper.masking import mask_url
 
 if TYPE_CHECKING:
@@ -72,7 +75,7 @@ class MongoStartupError(RuntimeError):
     """MongoDB cannot be used at start-up, so the crawl does not start."""
 
 
-class ItemNotStored(DropItem):
+class ItemNotStored(NotDurable):
     """A closing crawl gave up on the item because MongoDB stayed unreachable.
 
     Its request must not be acknowledged: it is crawled again.
@@ -124,7 +127,8 @@ class MongoPipeline:
     """Upsert items into MongoDB in batches; an item completes once it is stored.
 
     Scrapy calls :meth:`open_spider`, :meth:`process_item` and
-    :meth:`close_spider` (coroutines); :meth:`write` is the same as
+    :meth:`close_spider`. They are coroutines, since Scrapy 2.19 deprecates
+    pipeline methods that return Deferreds; :meth:`write` is
     :meth:`process_item` for Deferred-based callers.
     """
 
