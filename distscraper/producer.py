@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from scrapy.settings import BaseSettings, Settings
+from scrapy import Request, Spider
+from scrapy.settings import BaseSettings
+from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
@@ -34,12 +36,12 @@ from distscraper.frontier import codec
 from distscraper.frontier.connection import redis_from_settings
 from distscraper.frontier.keys import FrontierKeys
 from distscraper.frontier.priority import PriorityRules
-from distscraper.frontier.seeds import SeedError, parse_seed
+from distscraper.frontier.seeds import SeedError
 from distscraper.frontier.store import ExchangeParams, FrontierStore, Outbox
 from distscraper.masking import mask_url
 from distscraper.monitor.snapshot import take_snapshot
 from distscraper.sitemaps import urls_from_sitemap
-from distscraper.spiders.site import seed_request
+from distscraper.spiders.site import SiteSpider
 
 __all__ = ["Producer", "PushResult", "QueueFullTimeout", "urls_from_sitemap"]
 
@@ -88,6 +90,18 @@ def producer_settings(settings: Mapping[str, Any] | BaseSettings | None = None,
     return out
 
 
+def seed_spider(settings: BaseSettings, name: str) -> Spider:
+    """A bare instance of the spider (never started, no crawler): it builds the seed requests
+    and names their callbacks exactly as a worker's spider does."""
+    try:
+        spidercls = get_spider_loader(settings).load(name)
+    except KeyError:  # a frontier name that is not a spider of this project
+        spidercls = SiteSpider
+    spider = spidercls()
+    spider.seed_max_bytes = defaults.get(settings, "SEED_MAX_BYTES")  # set by setup_redis in a worker
+    return spider
+
+
 class Producer:
     """Pushes seeds of one spider's frontier (see the module docstring)."""
 
@@ -104,11 +118,13 @@ class Producer:
         if not hasattr(df_cls, "lua_prelude"):
             raise ValueError(f"setting DUPEFILTER_CLASS={self.settings.get('DUPEFILTER_CLASS')!r} "
                              "is not a distscraper dupefilter")
-        self.dupefilter = df_cls(self.server, self.keys.dupefilter,
-                                 ttl=defaults.get(self.settings, "DUPEFILTER_TTL"))
+        # no crawler: the filter fingerprints with Scrapy's default, and takes its sizes from settings
+        options = getattr(df_cls, "_options", None)
+        kwargs = options(self.settings) if options else {"ttl": defaults.get(self.settings, "DUPEFILTER_TTL")}
+        self.dupefilter = df_cls(self.server, self.keys.dupefilter, **kwargs)
         self.store = FrontierStore(self.server, self.keys, self.dupefilter.lua_prelude())
         self.rules = PriorityRules.from_setting(defaults.get(self.settings, "FRONTIER_PRIORITY_RULES"))
-        self.seed_max_bytes = defaults.get(self.settings, "SEED_MAX_BYTES")
+        self.spider = seed_spider(self.settings, spider)
         self.params = ExchangeParams(node=f"producer-{socket.gethostname()}-{os.getpid()}",
                                      lease_ms=60_000)
 
@@ -151,7 +167,7 @@ class Producer:
         pending: list[Push] = []
         for raw in seeds:
             try:
-                pending.append(self.prepare(raw))
+                pending.extend(self.prepare(raw))
             except SeedError as exc:
                 result.rejections.append((_seed_text(raw), str(exc)))
                 continue
@@ -160,25 +176,32 @@ class Producer:
         self._drain(pending, result, max_queue, deadline)
         return result
 
-    def prepare(self, raw: SeedLike) -> Push:
-        """Validate one seed and build its queue entry; raise SeedError with the reason."""
+    def prepare(self, raw: SeedLike) -> list[Push]:
+        """Validate one seed and build its queue entries; raise SeedError with the reason.
+
+        The requests are the spider's own (``make_request_from_data``, which
+        validates with ``parse_seed``), so their payloads equal the workers'.
+        """
         if isinstance(raw, Mapping):
             try:
                 raw = json.dumps(dict(raw))
             except (TypeError, ValueError) as exc:
                 raise SeedError(f"seed is not JSON-serializable: {exc}") from None
-        seed = parse_seed(raw, self.seed_max_bytes)
+        data = raw.encode() if isinstance(raw, str) else raw
         try:
-            request = seed_request(seed)
-        except ValueError as exc:
-            raise SeedError(f"not a URL: {exc}") from None
+            requests = list(self.spider.make_request_from_data(data))
+        except ValueError as exc:  # SeedError, or a URL that Request refuses
+            raise SeedError(str(exc) if isinstance(exc, SeedError) else f"not a URL: {exc}") from None
+        return [self._push(request) for request in requests]
+
+    def _push(self, request: Request) -> Push:
         if request.priority == 0:
             priority = self.rules.priority_for(request.url)
             if priority:
                 request = request.replace(priority=priority)
         fp = self.dupefilter.fingerprint(request)
         try:
-            payload = codec.encode(request, None, fp)
+            payload = codec.encode(request, self.spider, fp)
         except codec.PayloadError as exc:
             raise SeedError(str(exc)) from None
         return (fp, codec.domain_of(request), FrontierStore.queue_score(request.priority), payload,

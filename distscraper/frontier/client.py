@@ -205,17 +205,16 @@ class Frontier:
 
     def _accept(self, result: ExchangeResult) -> None:
         assert self.spider is not None
-        for payload, token in result.popped:
+        for payload, token, domain in result.popped:
             try:
                 request = codec.decode(payload, self.spider)
             except codec.PayloadError as exc:
                 logger.warning("Quarantined an undecodable queue entry: %s", exc)
                 self.outbox.quarantine.append((payload, f"cannot decode: {exc}"))
-                domain = _domain_in(payload)
-                if token and domain:
+                if token:
                     self.outbox.slot_releases.append((domain, token))
                 continue
-            self.leases.add(request, payload, codec.domain_of(request), token)
+            self.leases.add(request, payload, domain, token)
             self.ready.append(request)
         for raw in result.seeds:
             self._accept_seed(raw)
@@ -344,9 +343,3 @@ class Frontier:
         if nextcall is not None:
             nextcall.schedule()
 
-
-def _domain_in(payload: bytes) -> str:
-    try:
-        return str(codec.loads(payload)["d"])
-    except codec.PayloadError:
-        return ""

@@ -20,10 +20,11 @@ from scrapy import Request, Spider
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import load_object
 
-#: meta keys that belong to one process and never travel through Redis.
+#: meta keys that belong to one process and never travel through Redis. The
+#: ``redirect_*`` keys do travel: a redirect is queued as a new request, and
+#: REDIRECT_MAX_TIMES must still end a redirect loop the dupefilter lets through (forced).
 LOCAL_META_KEYS = ("_ds_lease", "download_slot", "download_latency", "download_timeout",
-                   "retry_times", "redirect_times", "redirect_ttl", "redirect_urls",
-                   "redirect_reasons", "_dont_retry_flag")
+                   "retry_times", "_dont_retry_flag")
 
 
 class PayloadError(ValueError):

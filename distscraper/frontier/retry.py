@@ -14,6 +14,12 @@ For a leased request that fails:
 
 A 429 or 503 also slows the domain down for the whole cluster.
 Every outcome is counted in the crawl stats. Nothing is silently dropped.
+
+Exceptions raised in another middleware's ``process_response`` (RedirectMiddleware's
+"max redirections reached", HttpCompressionMiddleware's size limit) never reach
+``process_exception``; they reach the request's errback. So every leased request
+gets the spider's ``download_failed`` errback when it has none, and that
+errback calls :func:`settle_failure`, which ends the lease the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import logging
 import random
 import time
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
@@ -40,6 +47,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SLOWDOWN_CODES = (429, 503)
+#: The spider method that :meth:`FrontierRetryMiddleware.process_request` makes the errback.
+ERRBACK = "download_failed"
+
+_MIDDLEWARES: "WeakKeyDictionary[Crawler, FrontierRetryMiddleware]" = WeakKeyDictionary()
 
 
 def backoff_delay(attempt: int, base: float, cap: float, jitter: float,
@@ -84,7 +95,15 @@ class FrontierRetryMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: "Crawler") -> "FrontierRetryMiddleware":
-        return cls(crawler, Frontier.of(crawler))
+        mw = cls(crawler, Frontier.of(crawler))
+        _MIDDLEWARES[crawler] = mw
+        return mw
+
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        """Give a leased request without an errback the spider's ``download_failed``."""
+        if request.errback is None and self.frontier.lease_of(request)[0] is not None:
+            request.errback = getattr(self.frontier.spider, ERRBACK, None)
+        return None
 
     def process_response(self, request: Request, response: Response,
                          spider: Spider | None = None) -> Response:
@@ -98,17 +117,25 @@ class FrontierRetryMiddleware:
 
     def process_exception(self, request: Request, exception: Exception,
                           spider: Spider | None = None) -> None:
+        if self.settle(request, exception) and not isinstance(exception, IgnoreRequest):
+            raise IgnoreRequest(f"{_reason(exception)}: handed to the frontier")
+        return None
+
+    def settle(self, request: Request, exception: BaseException) -> bool:
+        """End the lease of a failed request: ack an IgnoreRequest, else retry or dead-letter.
+
+        False (and nothing done) if the request is not leased (any more).
+        """
         if isinstance(exception, IgnoreRequest):
             lease_id, _ = self.frontier.lease_of(request)
-            if lease_id is not None:
-                self.stats.inc_value(f"frontier/ignored/{type(exception).__name__}")
-                self.frontier.finalize(lease_id, "ack")
-            return None
-        reason = f"{type(exception).__name__}: {exception}".strip(": ")
+            if lease_id is None:
+                return False
+            self.stats.inc_value(f"frontier/ignored/{_ignore_reason(exception)}")
+            logger.debug("Ignored %s: %s", request.url, exception)
+            self.frontier.finalize(lease_id, "ack")
+            return True
         retryable = isinstance(exception, self.exceptions) and not request.meta.get("dont_retry")
-        if self._fail(request, reason, retryable=retryable):
-            raise IgnoreRequest(f"{reason}: handed to the frontier")
-        return None
+        return self._fail(request, _reason(exception), retryable=retryable)
 
     def _fail(self, request: Request, reason: str, *, retryable: bool,
               retry_after: float | None = None) -> bool:
@@ -141,3 +168,32 @@ class FrontierRetryMiddleware:
             self.frontier.finalize(lease_id, "dead", fingerprint=str(info.get("f", "")), record=record)
         return True
 
+
+def settle_failure(crawler: "Crawler", request: Request, exception: BaseException) -> bool:
+    """End the lease of *request* after a failure that reached its errback.
+
+    Uses the crawler's FrontierRetryMiddleware; without one the lease is
+    acknowledged (counted as ``frontier/ignored/<reason>``) so it never hangs.
+    """
+    mw = _MIDDLEWARES.get(crawler)
+    if mw is not None:
+        return mw.settle(request, exception)
+    frontier = Frontier.of(crawler)
+    lease_id, _ = frontier.lease_of(request)
+    if lease_id is None:
+        return False
+    crawler.stats.inc_value(f"frontier/ignored/{_ignore_reason(exception)}")
+    frontier.finalize(lease_id, "ack")
+    return True
+
+
+def _reason(exception: BaseException) -> str:
+    return f"{type(exception).__name__}: {exception}".strip(": ")
+
+
+def _ignore_reason(exception: BaseException) -> str:
+    """A short stats-key reason: the message when it is short and names no URL, else the type."""
+    text = str(exception).strip()
+    if text and len(text) <= 48 and "://" not in text and "<" not in text:
+        return text
+    return type(exception).__name__

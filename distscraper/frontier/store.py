@@ -115,7 +115,7 @@ class ExchangeParams:
 
 @dataclass
 class ExchangeResult:
-    popped: list[tuple[bytes, str]]  # payload, slot token
+    popped: list[tuple[bytes, str, str]]  # payload, slot token, the queue's domain
     seeds: list[bytes]
     new: int
     duplicates: int
@@ -139,8 +139,9 @@ class FrontierStore:
                 params.delay_ms, params.concurrency, params.slot_ttl_ms, params.reap_batch, seeds,
                 params.recover_ms, params.penalty_base_ms, params.penalty_max_ms, *outbox.args()]
         popped, seed_list, new, dups, reaped, work, wake = self._exchange(args=argv)
-        pairs = [(popped[i], popped[i + 1].decode()) for i in range(0, len(popped), 2)]
-        return ExchangeResult(pairs, list(seed_list), int(new), int(dups), int(reaped),
+        triples = [(popped[i], popped[i + 1].decode(), popped[i + 2].decode())
+                   for i in range(0, len(popped), 3)]
+        return ExchangeResult(triples, list(seed_list), int(new), int(dups), int(reaped),
                               int(work), int(wake))
 
     def renew(self, payloads: list[bytes], lease_ms: int) -> int:

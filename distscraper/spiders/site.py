@@ -10,9 +10,11 @@ from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response, TextResponse
 from scrapy_redis.spiders import RedisSpider
+from twisted.python.failure import Failure
 
 from distscraper import defaults
 from distscraper.frontier.client import Frontier
+from distscraper.frontier.retry import settle_failure
 from distscraper.frontier.seeds import Seed, parse_seed
 from distscraper.items import PageItem
 from distscraper.spiders.links import LinkPolicy, host_of
@@ -23,12 +25,13 @@ if TYPE_CHECKING:
 ROOT_META = "root_domain"  # the seed's domain, carried by every request it leads to
 
 
-def seed_request(seed: Seed, callback: Callable[..., Any] | None = None) -> Request:
+def seed_request(seed: Seed, callback: Callable[..., Any] | None = None,
+                 errback: Callable[..., Any] | None = None) -> Request:
     """The request a seed starts (the spider's and the producer's): meta carries the seed's domain."""
     meta = dict(seed.meta)
     meta.setdefault(ROOT_META, host_of(seed.url))
-    return Request(seed.url, callback=callback, meta=meta, dont_filter=seed.force,
-                   priority=seed.priority or 0)
+    return Request(seed.url, callback=callback, errback=errback, meta=meta,
+                   dont_filter=seed.force, priority=seed.priority or 0)
 
 
 class SiteSpider(RedisSpider):
@@ -69,13 +72,20 @@ class SiteSpider(RedisSpider):
 
     def make_request_from_data(self, data: bytes) -> Iterator[Request]:
         """One request per seed; raises SeedError (with the reason) for a bad one."""
-        yield seed_request(parse_seed(data, self.seed_max_bytes), self.parse)
+        yield seed_request(parse_seed(data, self.seed_max_bytes), self.parse, self.download_failed)
 
     def spider_idle(self) -> None:
         """Close only when MAX_IDLE_TIME_BEFORE_CLOSE is set and the whole cluster is done."""
         if self.frontier.should_close():
             return
         raise DontCloseSpider
+
+    def download_failed(self, failure: Failure) -> None:
+        """Errback: a failure no downloader middleware settled (a redirect limit, a
+        decompression error) still ends the request's lease, so it never hangs."""
+        request = getattr(failure, "request", None)
+        if request is not None:
+            settle_failure(self.crawler, request, failure.value)
 
     def parse(self, response: Response, **_: Any) -> Iterator[Any]:
         item = self.page_item(response)
@@ -96,7 +106,8 @@ class SiteSpider(RedisSpider):
             root = response.meta.get(ROOT_META) or host_of(response.url)
             for url in links:
                 if self.policy.follows(url, root):
-                    yield Request(url, callback=self.parse, meta={ROOT_META: root})
+                    yield Request(url, callback=self.parse, errback=self.download_failed,
+                                  meta={ROOT_META: root})
 
     def page_item(self, response: Response) -> PageItem:
         request = response.request

@@ -199,8 +199,20 @@ for _ = 1, tonumber(arg()) do
   redis.call('HINCRBY', K_STATS, 'slowdowns', 1)
 end
 for _ = 1, tonumber(arg()) do
-  local d, ms = arg(), arg()
+  local d, ms = arg(), tonumber(arg())
+  local old = tonumber(redis.call('HGET', K_THR, d .. '|crawl_delay')) or 0
   redis.call('HSET', K_THR, d .. '|crawl_delay', ms)
+  -- The domain's last request was spaced by a shorter delay (this one was not known yet):
+  -- its next request waits the new delay from now.
+  local t = now + ms
+  if ms > old and t > (tonumber(redis.call('HGET', K_THR, d .. '|next')) or 0) then
+    redis.call('HSET', K_THR, d .. '|next', t)
+    if redis.call('ZREM', K_READY, d) == 1 then
+      redis.call('ZADD', K_WAIT, t, d)
+    else
+      redis.call('ZADD', K_WAIT, 'XX', 'GT', t, d)
+    end
+  end
 end
 
 -- 10. counters
@@ -237,7 +249,7 @@ end
 
 local popped = {}
 local guard = 0
-while #popped < 2 * MAX_POP and guard < 4 * MAX_POP do
+while #popped < 3 * MAX_POP and guard < 4 * MAX_POP do
   guard = guard + 1
   local top = redis.call('ZRANGE', K_READY, 0, 0)
   local d = top[1]
@@ -267,6 +279,7 @@ while #popped < 2 * MAX_POP and guard < 4 * MAX_POP do
       end
       popped[#popped + 1] = item[1]
       popped[#popped + 1] = token
+      popped[#popped + 1] = d
       if delay > 0 then
         redis.call('HSET', K_THR, d .. '|next', now + delay)
         redis.call('ZREM', K_READY, d)
