@@ -86,6 +86,9 @@ _s("MAX_IDLE_TIME_BEFORE_CLOSE", 0, "int",
 _s("DUPEFILTER_TTL", 0, "int",
    "Seconds after which the seen-set expires so a recrawl may fetch pages again; 0 keeps it.",
    minimum=0)
+_s("DUPEFILTER_CAPACITY", 1_000_000, "int",
+   "URLs the exact seen-set's first generation of buckets is sized for; it grows past it by "
+   "adding generations twice as large (each one more lookup per new URL).", minimum=1000)
 _s("DUPEFILTER_BLOOM_CAPACITY", 100_000_000, "int", "URLs the Bloom dupefilter is sized for.",
    minimum=1000)
 _s("DUPEFILTER_BLOOM_ERROR", 0.001, "float",
@@ -113,6 +116,9 @@ _s("THROTTLE_BACKOFF_MAX", 60.0, "float", "Longest extra delay (s) for a domain 
    minimum=0)
 _s("THROTTLE_RECOVER_AFTER", 10.0, "float",
    "Seconds without a 429/503 after which a domain's extra delay halves.", minimum=0.1)
+_s("ROBOTSTXT_CRAWL_DELAY_MAX", 60.0, "float",
+   "Longest robots.txt `Crawl-delay` (s) the cluster honours; longer ones are capped. 0 ignores Crawl-delay.",
+   minimum=0)
 
 # --- monitoring ---------------------------------------------------------------
 _s("NODE_ID", "", "str", "This worker's id; empty means `<host>-<pid>`.")

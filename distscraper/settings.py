@@ -21,6 +21,8 @@ SPIDER_MIDDLEWARES = {
     "distscraper.frontier.tracker.LeaseTrackerMiddleware": 10,
 }
 DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "distscraper.frontier.robots.FrontierRobotsTxtMiddleware": 100,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "distscraper.frontier.retry.FrontierRetryMiddleware": 550,
 }
