@@ -234,13 +234,6 @@ class Frontier:
             self.stats.inc_value("frontier/seeds", len(requests))
         self.outbox.seed_acks.append(raw)
 
-    # -- finishing ---------------------------------------------------------------------
-    def lease_of(self, request: Request) -> tuple[int, Any] | tuple[None, None]:
-        return self.leases.of(request)
-
-    def finalize(self, lease_id: int, how: str, **info: Any) -> None:
-        self.leases.finalize(lease_id, how, **info)
-
     def slowdown(self, domain: str) -> None:
         """Tell the cluster to back off *domain* (after a 429/503)."""
         self.outbox.slowdowns.append(domain)

@@ -14,7 +14,7 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
     "start_urls": ("list", "Seeds: plain URLs or JSON objects, pushed with LPUSH by anyone."),
     "start_urls:pending": ("zset", "Seeds read by a worker but not yet in the queue (score: lease deadline, ms)."),
     "start_urls:invalid": ("list", "Rejected seeds as JSON `{seed, reason, at}`."),
-    "dupefilter": ("set", "Seen-set: 16-byte request fingerprints (the Bloom filter uses `dupefilter:bloom:<n>` strings)."),
+    "dupefilter": ("hash", "Seen-set layout and fill (kind exact or bloom). Fingerprints live in `dupefilter:<gen>:<bucket>` hashes (exact) or `dupefilter:bloom:<i>` strings (Bloom)."),
     "requests:<domain>": ("zset", "Queued requests of one domain (JSON); score = -priority * 2^32 + sequence."),
     "domains:ready": ("zset", "Domains whose next request may start now; score = priority band, then round robin."),
     "domains:wait": ("zset", "Domains waiting for politeness (score: ms when they may go next)."),

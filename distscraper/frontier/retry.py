@@ -101,7 +101,7 @@ class FrontierRetryMiddleware:
 
     def process_request(self, request: Request, spider: Spider | None = None) -> None:
         """Give a leased request without an errback the spider's ``download_failed``."""
-        if request.errback is None and self.frontier.lease_of(request)[0] is not None:
+        if request.errback is None and self.frontier.leases.of(request)[0] is not None:
             request.errback = getattr(self.frontier.spider, ERRBACK, None)
         return None
 
@@ -127,20 +127,14 @@ class FrontierRetryMiddleware:
         False (and nothing done) if the request is not leased (any more).
         """
         if isinstance(exception, IgnoreRequest):
-            lease_id, _ = self.frontier.lease_of(request)
-            if lease_id is None:
-                return False
-            self.stats.inc_value(f"frontier/ignored/{_ignore_reason(exception)}")
-            logger.debug("Ignored %s: %s", request.url, exception)
-            self.frontier.finalize(lease_id, "ack")
-            return True
+            return _ack_ignored(self.frontier, request, exception)
         retryable = isinstance(exception, self.exceptions) and not request.meta.get("dont_retry")
         return self._fail(request, _reason(exception), retryable=retryable)
 
     def _fail(self, request: Request, reason: str, *, retryable: bool,
               retry_after: float | None = None) -> bool:
         """End the lease as a retry or a dead letter. False if the request is not leased."""
-        lease_id, lease = self.frontier.lease_of(request)
+        lease_id, lease = self.frontier.leases.of(request)
         if lease is None:
             return False
         info = codec.loads(lease.payload)
@@ -155,7 +149,7 @@ class FrontierRetryMiddleware:
             self.stats.inc_value("retry/count")
             self.stats.inc_value(f"retry/reason_count/{reason.split(':')[0]}")
             logger.info("Retry %d/%d of %s in %.1fs (%s)", attempt, limit, request.url, delay, reason)
-            self.frontier.finalize(lease_id, "retry",
+            self.frontier.leases.finalize(lease_id, "retry",
                                    new_payload=codec.with_attempt(lease.payload, attempt, first),
                                    due_ms=int((now + delay) * 1000))
         else:
@@ -165,7 +159,7 @@ class FrontierRetryMiddleware:
             record = FrontierStore.record(
                 url=request.url, error=reason, attempts=attempt, first_attempt=first,
                 last_attempt=now, node=self.frontier.node, payload=lease.payload.decode())
-            self.frontier.finalize(lease_id, "dead", fingerprint=str(info.get("f", "")), record=record)
+            self.frontier.leases.finalize(lease_id, "dead", fingerprint=str(info.get("f", "")), record=record)
         return True
 
 
@@ -178,12 +172,15 @@ def settle_failure(crawler: "Crawler", request: Request, exception: BaseExceptio
     mw = _MIDDLEWARES.get(crawler)
     if mw is not None:
         return mw.settle(request, exception)
-    frontier = Frontier.of(crawler)
-    lease_id, _ = frontier.lease_of(request)
-    if lease_id is None:
+    return _ack_ignored(Frontier.of(crawler), request, exception)
+
+
+def _ack_ignored(frontier: Frontier, request: Request, exception: BaseException) -> bool:
+    """Acknowledge a request that will not be fetched (robots.txt, offsite, limits)."""
+    if not frontier.leases.end(request, "ack"):
         return False
-    crawler.stats.inc_value(f"frontier/ignored/{_ignore_reason(exception)}")
-    frontier.finalize(lease_id, "ack")
+    frontier.stats.inc_value(f"frontier/ignored/{_ignore_reason(exception)}")
+    logger.debug("Ignored %s: %s", request.url, exception)
     return True
 
 

@@ -63,7 +63,7 @@ def take_snapshot(server: redis.Redis, keys: FrontierKeys) -> FrontierSnapshot:
         pipe.zcard(keys.queue(domain))
     (seeds, pending, invalid, inflight, delayed, dead, quarantined, df_type, ready, waiting,
      counters, *depths) = pipe.execute()
-    seen = server.scard(keys.dupefilter) if df_type == b"set" else int(counters.get(b"enqueued", 0))
+    seen = server.scard(keys.dupefilter) if df_type == b"set" else int(counters.get(b"seen", counters.get(b"enqueued", 0)))
     by_domain = {d: int(n) for d, n in zip(domains, depths) if n}
     return FrontierSnapshot(
         taken_at=time.time(), seeds=seeds, seeds_pending=pending, seeds_invalid=invalid,
