@@ -42,9 +42,9 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
+            raise UsageError(f"unexpected arguments: {' '.join(args)}", print_help=False)
         if opts.watch is not None and opts.watch <= 0:
-            raise UsageError("--watch SECONDS must be > 0")
+            raise UsageError("--watch SECONDS must be > 0", print_help=False)
         assert self.settings is not None
         try:
             source = StatusSource.from_settings(self.settings, opts.spider)

@@ -23,11 +23,12 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
     "dead": ("hash", "Requests that ran out of retries: fingerprint -> JSON record."),
     "quarantine": ("list", "Queue entries that could not be decoded, as JSON `{entry, reason, at}`."),
     "slots:<domain>": ("zset", "Cluster-wide download slots of one domain (score: expiry, ms)."),
-    "throttle": ("hash", "Per-domain politeness: `<domain>|crawl_delay`, `<domain>|penalty`, `<domain>|penalty_at` (ms)."),
+    "throttle": ("hash", "Per-domain politeness (ms): `<domain>|next` (earliest next start), `<domain>|crawl_delay`, `<domain>|penalty`, `<domain>|penalty_at`."),
     "seq": ("string", "Counter for FIFO order and slot tokens."),
     "stats": ("hash", "Cluster counters: pages, items, retries, dead, duplicates, ..."),
     "nodes": ("zset", "Live workers (score: last heartbeat, ms)."),
     "node:<id>": ("string", "One worker's heartbeat (JSON), expiring after HEARTBEAT_TTL."),
+    "history:lock": ("string", "The node allowed to write the next history sample; expires after HEARTBEAT_INTERVAL."),
     "history": ("list", "Recent cluster samples for the dashboard's charts (JSON)."),
 }
 

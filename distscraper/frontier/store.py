@@ -9,7 +9,6 @@ read-decide-write race between workers.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -24,10 +23,6 @@ TWO32 = 2**32
 def lua(name: str) -> str:
     """The text of one of the package's Lua scripts."""
     return resources.files("distscraper.frontier").joinpath("lua", name).read_text()
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -135,7 +130,7 @@ class FrontierStore:
 
     def exchange(self, outbox: Outbox, params: ExchangeParams, *, pop: int = 0,
                  seeds: int = 0) -> ExchangeResult:
-        argv = [self.keys.prefix + ":", now_ms(), params.lease_ms, params.node, pop,
+        argv = [self.keys.prefix + ":", params.lease_ms, params.node, pop,
                 params.delay_ms, params.concurrency, params.slot_ttl_ms, params.reap_batch, seeds,
                 params.recover_ms, params.penalty_base_ms, params.penalty_max_ms, *outbox.args()]
         popped, seed_list, new, dups, reaped, work, wake = self._exchange(args=argv)
@@ -147,7 +142,7 @@ class FrontierStore:
     def renew(self, payloads: list[bytes], lease_ms: int) -> int:
         if not payloads:
             return 0
-        return int(self._renew(keys=[self.keys.inflight], args=[now_ms() + lease_ms, *payloads]))
+        return int(self._renew(keys=[self.keys.inflight], args=[lease_ms, *payloads]))
 
     @staticmethod
     def queue_score(priority: int) -> int:

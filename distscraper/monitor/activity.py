@@ -110,4 +110,6 @@ class _ErrorLogHandler(logging.Handler):
             message = record.getMessage()
         except Exception:  # a bad format string must not break logging
             message = str(record.msg)
-        self.activity.error(f"{record.levelname}: {message}", at=record.created)
+        if record.levelno >= logging.WARNING:
+            message = f"{record.levelname}: {message}"
+        self.activity.error(message, at=record.created)

@@ -87,7 +87,7 @@ def read_figures(server: redis.Redis, keys: FrontierKeys, *, nodes_since_ms: int
     pipe.zcard(keys.delayed)
     pipe.hlen(keys.dead)
     pipe.llen(keys.quarantine)
-    pipe.scard(keys.dupefilter)  # a WRONGTYPE error (Bloom filter) is handled below
+    pipe.scard(keys.dupefilter)  # only an old-style SET seen-set answers; errors are handled below
     pipe.hgetall(keys.stats)
     if nodes_since_ms is not None:
         pipe.zrangebyscore(keys.nodes, nodes_since_ms, "+inf")
@@ -101,13 +101,15 @@ def read_figures(server: redis.Redis, keys: FrontierKeys, *, nodes_since_ms: int
         for _, low, high in BANDS:
             pipe.zcount(keys.queue(domain), low, high)
     replies = pipe.execute(raise_on_error=False)
-    for i, reply in enumerate(replies):
-        if isinstance(reply, Exception) and i != 7:
-            raise reply
     seeds, pending, invalid, inflight, delayed, dead, quarantined, seen, stats, nodes, hist = replies[:11]
+    for reply in replies:
+        if isinstance(reply, Exception) and reply is not seen:
+            raise reply
     counters = {k.decode(): int(v) for k, v in stats.items()}
-    if isinstance(seen, Exception):  # not a set: the Bloom dupefilter counts what it let through
-        seen = counters.get("enqueued", 0)
+    if isinstance(seen, Exception) or not seen:
+        # Not a plain SET (sharded hashes, Bloom): the seen-set counts new fingerprints in
+        # stats `seen`; older frontiers only counted what they enqueued.
+        seen = counters.get("seen", counters.get("enqueued", 0))
     figures = Figures(inflight=inflight, delayed=delayed, dead=dead, seen=int(seen), seeds=seeds,
                       seeds_pending=pending, invalid_seeds=invalid, quarantined=quarantined,
                       counters=counters)

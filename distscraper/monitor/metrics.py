@@ -65,7 +65,8 @@ def exposition(samples: list[tuple[str, str, str, float]], labels: dict[str, str
     lab = ",".join(f'{k}="{label_value(v)}"' for k, v in labels.items())
     out = []
     for name, kind, text, value in samples:
-        out += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{{{lab}}} {value:g}"]
+        number = str(int(value)) if float(value).is_integer() else repr(float(value))
+        out += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{{{lab}}} {number}"]
     return "\n".join(out) + "\n"
 
 

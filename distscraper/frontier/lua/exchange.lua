@@ -7,21 +7,24 @@
 -- requests from domains whose politeness slot is free; read up to seed_n seeds.
 --
 -- The dupefilter's `seen_add(fp)` (1 = new, 0 = seen) is prepended by Python.
+-- Every deadline and politeness time uses the Redis server's clock, so workers
+-- on machines whose clocks disagree still agree on leases and delays.
 
 local P = ARGV[1]
-local now = tonumber(ARGV[2])
-local LEASE = tonumber(ARGV[3])
-local NODE = ARGV[4]
-local MAX_POP = tonumber(ARGV[5])
-local DELAY = tonumber(ARGV[6])
-local CONC = tonumber(ARGV[7])
-local SLOT_TTL = tonumber(ARGV[8])
-local REAP = tonumber(ARGV[9])
-local SEED_N = tonumber(ARGV[10])
-local RECOVER = tonumber(ARGV[11])
-local PEN_BASE = tonumber(ARGV[12])
-local PEN_MAX = tonumber(ARGV[13])
-local pos = 14
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local LEASE = tonumber(ARGV[2])
+local NODE = ARGV[3]
+local MAX_POP = tonumber(ARGV[4])
+local DELAY = tonumber(ARGV[5])
+local CONC = tonumber(ARGV[6])
+local SLOT_TTL = tonumber(ARGV[7])
+local REAP = tonumber(ARGV[8])
+local SEED_N = tonumber(ARGV[9])
+local RECOVER = tonumber(ARGV[10])
+local PEN_BASE = tonumber(ARGV[11])
+local PEN_MAX = tonumber(ARGV[12])
+local pos = 13
 
 local K_READY = P .. 'domains:ready'
 local K_WAIT = P .. 'domains:wait'
@@ -173,7 +176,7 @@ end
 for _ = 1, tonumber(arg()) do
   local d, token = arg(), arg()
   redis.call('ZREM', P .. 'slots:' .. d, token)
-  if domain_delay(d) == 0 then redis.call('ZADD', K_WAIT, 'XX', 'LT', now, d) end
+  if DELAY == 0 and domain_delay(d) == 0 then redis.call('ZADD', K_WAIT, 'XX', 'LT', now, d) end
 end
 
 -- 8. seeds: read ones that are now in the queue, rejected ones
