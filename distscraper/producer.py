@@ -37,16 +37,15 @@ from distscraper.frontier.connection import redis_from_settings
 from distscraper.frontier.keys import FrontierKeys
 from distscraper.frontier.priority import PriorityRules
 from distscraper.frontier.seeds import SeedError
-from distscraper.frontier.store import ExchangeParams, FrontierStore, Outbox
+from distscraper.frontier.store import ExchangeParams, FrontierStore, Outbox, Push, push_row
 from distscraper.masking import mask_url
-from distscraper.monitor.snapshot import take_snapshot
+from distscraper.monitor.figures import read_figures
 from distscraper.sitemaps import urls_from_sitemap
 from distscraper.spiders.site import SiteSpider
 
 __all__ = ["Producer", "PushResult", "QueueFullTimeout", "urls_from_sitemap"]
 
 SeedLike = str | bytes | Mapping[str, Any]
-Push = tuple[bytes, str, int, bytes, bool]  # an Outbox.pushes row
 
 
 @dataclass
@@ -195,17 +194,10 @@ class Producer:
         return [self._push(request) for request in requests]
 
     def _push(self, request: Request) -> Push:
-        if request.priority == 0:
-            priority = self.rules.priority_for(request.url)
-            if priority:
-                request = request.replace(priority=priority)
-        fp = self.dupefilter.fingerprint(request)
         try:
-            payload = codec.encode(request, self.spider, fp)
+            return push_row(request, self.spider, self.dupefilter.fingerprint, self.rules)
         except codec.PayloadError as exc:
             raise SeedError(str(exc)) from None
-        return (fp, codec.domain_of(request), FrontierStore.queue_score(request.priority), payload,
-                request.dont_filter)
 
     # -- internals ----------------------------------------------------------------
     def _drain(self, pending: list[Push], result: PushResult, max_queue: int | None,
@@ -224,7 +216,7 @@ class Producer:
         if max_queue is None:
             return self.BATCH
         while True:
-            queued = self._call(lambda: take_snapshot(self.server, self.keys).queued)
+            queued = self._call(lambda: read_figures(self.server, self.keys).queued)
             if queued < max_queue:
                 return min(self.BATCH, max_queue - queued)
             if deadline is not None and time.monotonic() >= deadline:

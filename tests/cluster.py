@@ -14,7 +14,7 @@ import redis
 from helpers import scrapy_env, start_worker, stop_worker, wait_all
 
 from distscraper.frontier.keys import FrontierKeys
-from distscraper.monitor.snapshot import FrontierSnapshot, take_snapshot
+from distscraper.monitor.figures import Figures, read_figures
 from distscraper.sandbox.demo import redis_cli
 
 #: Settings that make fault tests quick: short leases, fast close when done.
@@ -55,8 +55,8 @@ class Cluster:
         subprocess.run([redis_cli(), "-u", self.redis_url, "lpush", self.keys.start_urls, *seeds],
                        check=True, stdout=subprocess.DEVNULL)
 
-    def snapshot(self) -> FrontierSnapshot:
-        return take_snapshot(self.redis, self.keys)
+    def snapshot(self) -> Figures:
+        return read_figures(self.redis, self.keys)
 
     def alive(self) -> list[subprocess.Popen[bytes]]:
         return [w for w in self.workers if w.poll() is None]

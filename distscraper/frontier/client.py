@@ -36,7 +36,7 @@ from distscraper.frontier.leases import LEASE_META, LeaseBook
 from distscraper.frontier.outage import Outage
 from distscraper.frontier.priority import PriorityRules
 from distscraper.frontier.seeds import SeedError
-from distscraper.frontier.store import ExchangeParams, ExchangeResult, FrontierStore, Outbox
+from distscraper.frontier.store import ExchangeParams, ExchangeResult, FrontierStore, Outbox, push_row
 from distscraper.masking import mask_url
 
 if TYPE_CHECKING:
@@ -175,19 +175,13 @@ class Frontier:
     def push(self, request: Request) -> None:
         """Queue *request* for the shared frontier (deduplicated in Redis unless dont_filter)."""
         parent = request.meta.get(LEASE_META)
-        if request.priority == 0:
-            prio = self.priority_rules.priority_for(request.url)
-            if prio:
-                request = request.replace(priority=prio)
-        fp = self.dupefilter.fingerprint(request)
         try:
-            payload = codec.encode(request, self.spider, fp)
+            row = push_row(request, self.spider, self.dupefilter.fingerprint, self.priority_rules)
         except codec.PayloadError as exc:
             logger.error("Cannot queue %s: %s", request, exc)
             self.outbox.count("unserializable")
             return
-        self.outbox.pushes.append((fp, codec.domain_of(request), FrontierStore.queue_score(request.priority),
-                                   payload, request.dont_filter))
+        self.outbox.pushes.append(row)
         if parent is not None:
             # A request the downloader turned into another (redirect, Scrapy retry):
             # the new one is queued in the same round trip as the old one's ack.

@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 import redis
+from scrapy import Request, Spider
 
+from distscraper.frontier import codec
 from distscraper.frontier.keys import FrontierKeys
+from distscraper.frontier.priority import PriorityRules
 
 TWO32 = 2**32
 
@@ -25,11 +28,30 @@ def lua(name: str) -> str:
     return resources.files("distscraper.frontier").joinpath("lua", name).read_text()
 
 
+#: One new request for the exchange script: fingerprint, domain, -priority * 2^32, payload, force.
+Push = tuple[bytes, str, int, bytes, bool]
+
+
+def push_row(request: Request, spider: Spider | None, fingerprint: Callable[[Request], bytes],
+             rules: PriorityRules) -> Push:
+    """The queue entry of *request*: priority rules applied, fingerprinted, JSON-encoded.
+
+    Raises :class:`codec.PayloadError` if the request cannot travel as JSON.
+    """
+    if request.priority == 0:
+        priority = rules.priority_for(request.url)
+        if priority:
+            request = request.replace(priority=priority)
+    fp = fingerprint(request)
+    return (fp, codec.domain_of(request), FrontierStore.queue_score(request.priority),
+            codec.encode(request, spider, fp), request.dont_filter)
+
+
 @dataclass
 class Outbox:
     """Changes a worker has made locally and not yet sent to Redis."""
 
-    pushes: list[tuple[bytes, str, int, bytes, bool]] = field(default_factory=list)  # fp, domain, -prio*2^32, payload, force
+    pushes: list[Push] = field(default_factory=list)
     acks: list[tuple[bytes, str]] = field(default_factory=list)  # payload, domain
     retries: list[tuple[bytes, bytes, int, str]] = field(default_factory=list)  # old, new, due_ms, domain
     dead: list[tuple[bytes, str, str, str]] = field(default_factory=list)  # payload, domain, fp hex, record json

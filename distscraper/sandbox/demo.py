@@ -24,7 +24,7 @@ import pymongo
 import redis
 
 from distscraper.frontier.keys import FrontierKeys
-from distscraper.monitor.snapshot import take_snapshot
+from distscraper.monitor.figures import read_figures
 from distscraper.sandbox.servers import MongoServer, RedisServer, mongo_uri_from_env, redis_url_from_env
 from distscraper.sandbox.site import SiteServer, SiteSpec
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         docs = pymongo.MongoClient(mongo_uri)[database]["site"]
         deadline = time.monotonic() + opts.timeout
         while any(p.poll() is None for p in workers) and time.monotonic() < deadline:
-            snap = take_snapshot(server, keys)
+            snap = read_figures(server, keys)
             elapsed = time.monotonic() - started
             done = snap.counters.get("done", 0)
             print(f"\r{elapsed:6.1f}s  queued {snap.queued:6d}  in flight {snap.inflight:4d}  "
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
               f"distinct pages     {len(hits)} (expected {len(expected)})\n"
               f"fetched twice      {twice}\n"
               f"documents stored   {len(stored)} (missing {len(expected - stored)})\n"
-              f"duplicates filtered {take_snapshot(server, keys).counters.get('duplicates', 0)}\n"
+              f"duplicates filtered {read_figures(server, keys).counters.get('duplicates', 0)}\n"
               f"time               {elapsed:.1f}s")
         ok = stored >= expected and all(p.poll() == 0 for p in workers)
         print("OK: every page stored once" if ok else f"PROBLEM: see the worker logs in {work}")
