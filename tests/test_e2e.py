@@ -41,3 +41,18 @@ def test_forced_seed_refetches(redis_server, mongo_server, prefix, site, tmp_pat
     assert cluster.wait_done(120) == [0, 0]
     homes = [h for h in web.hits() if h["path"] == "/"]
     assert len(homes) == 2  # once at first, once forced; the plain re-seed was filtered
+
+
+def test_allow_deny_and_depth_limit(redis_server, mongo_server, prefix, site, tmp_path):
+    web = site(pages=100, categories=4, per_page=5)
+    cluster = Cluster(redis_server.url, mongo_server.uri, prefix, tmp_path,
+                      SITE_DENY=["/cat/2/"], SITE_ALLOW=["/cat/", "/$"], DEPTH_LIMIT=2)
+    cluster.seed(web.url("/"))
+    cluster.start(1)
+    assert cluster.wait_done(120) == [0]
+    paths = {h["path"] for h in web.hits()} - {"/robots.txt"}
+    assert "/" in paths and "/cat/1/" in paths
+    assert not any(p.startswith("/cat/2/") for p in paths)  # denied
+    assert not any(p.startswith("/item/") for p in paths)  # not allowed
+    assert "/cat/1/page/2" in paths and "/cat/1/page/3" not in paths  # depth 2 is the limit
+    assert all(d["depth"] <= 2 for d in cluster.collection.find({}, {"depth": 1}))
