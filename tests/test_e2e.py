@@ -17,6 +17,9 @@ def test_three_workers_store_every_page_once(redis_server, mongo_server, prefix,
     assert fetched_twice(web) == []
     # Closing workers never deletes the shared seen-set.
     assert cluster.snapshot().seen >= 2000
+    # Scrapy 2.19 and scrapy-redis 0.9.1 log no deprecation warnings.
+    logs = "".join(p.read_text() for p in tmp_path.glob("worker-*.log"))
+    assert "Deprecat" not in logs and "String request is deprecated" not in logs
 
 
 def test_json_seed_and_plain_seed_are_deduplicated(redis_server, mongo_server, prefix, site, tmp_path):
