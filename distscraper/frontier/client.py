@@ -9,8 +9,10 @@ middleware, the retry middleware and the spider all reach it through
   node puts it back in the queue;
 * an ack is sent only in the same round trip as, or after, every request the
   page produced (follow-up requests are pushed before acks inside one script);
-* changes are buffered and sent in one round trip per pop or per tick, and
-  kept (never dropped) while Redis is unreachable.
+* changes are buffered and sent in one round trip per pop batch or per tick,
+  from a thread so the reactor never waits for Redis; round trips reach Redis
+  one at a time, in the order their changes were made; changes are kept
+  (never dropped) while Redis is unreachable.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -27,6 +30,7 @@ import redis
 from scrapy import Request, Spider
 from scrapy.utils.misc import load_object
 from twisted.internet import task
+from twisted.internet.threads import deferToThread
 
 from distscraper import defaults
 from distscraper.frontier import codec
@@ -108,6 +112,8 @@ class Frontier:
         self._no_work_since: float | None = None
         self._wake_call: Any = None
         self._loops: list[task.LoopingCall] = []
+        self._send_lock = threading.Lock()  # held from taking an outbox until Redis answered
+        self._answer: tuple[Outbox, ExchangeResult | Exception, float] | None = None
         self.round_trips = 0
 
     @property
@@ -146,6 +152,8 @@ class Frontier:
                 loop.stop()
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
+        with self._send_lock:  # a round trip in a thread: take its leases, to give them back
+            self._settle()
         self.leases.return_all()
         self.ready.clear()
         deadline = time.monotonic() + 10
@@ -188,13 +196,15 @@ class Frontier:
             self.leases.finalize(parent, "ack")
             request.meta.pop(LEASE_META, None)
         if len(self.outbox.pushes) >= self.push_batch:
-            self._exchange(pop=0)
+            self._exchange_soon(pop=0)
 
     # -- consuming -------------------------------------------------------------------
     def pop(self) -> Request | None:
-        """The next leased request for this worker, or None."""
-        if not self.ready and (self.outbox.pushes or time.monotonic() >= self._next_pop_at):
-            self._exchange(pop=self.pop_batch)
+        """The next leased request for this worker, or None (the engine is asked again when
+        requests arrive). The buffer is refilled in the background before it runs dry."""
+        if len(self.ready) <= self.pop_batch // 2 and (
+                self.outbox.pushes or time.monotonic() >= self._next_pop_at):
+            self._exchange_soon(pop=self.pop_batch)
         return self.ready.popleft() if self.ready else None
 
     def _accept(self, result: ExchangeResult) -> None:
@@ -243,9 +253,7 @@ class Frontier:
         downloader = getattr(engine, "downloader", None)
         if not self.ready and downloader is not None and not downloader.needs_backout():
             want = self.pop_batch
-        result = self._exchange(pop=want, seeds=self.seed_batch if self._seed_handler else 0)
-        if result is not None and (result.popped or result.seeds):
-            self._poke_engine()
+        self._exchange_soon(pop=want, seeds=self.seed_batch if self._seed_handler else 0)
 
     def renew(self) -> None:
         """Extend the leases of everything this worker still holds."""
@@ -260,23 +268,51 @@ class Frontier:
         except REDIS_ERRORS as exc:
             self._redis_down(exc)
 
+    def _exchange_soon(self, pop: int = 0, seeds: int = 0) -> None:
+        """A round trip in a thread; skipped while one is on its way (it will be followed)."""
+        if self.store is None or not self.outage.may_try() or not self._send_lock.acquire(blocking=False):
+            return
+        self._settle()
+        box = self.outbox.take()
+        deferToThread(self._send, box, pop, seeds).addBoth(lambda _: self._settle())
+
     def _exchange(self, pop: int = 0, seeds: int = 0) -> ExchangeResult | None:
+        """A round trip now, after the one on its way (used when closing)."""
         if self.store is None or not self.outage.may_try():
             return None
-        box = self.outbox.take()
+        self._send_lock.acquire()
+        self._settle()
+        self._send(self.outbox.take(), pop, seeds)
+        return self._settle()
+
+    def _send(self, box: Outbox, pop: int, seeds: int) -> None:
+        """Run the exchange script (in any thread); the caller holds the send lock."""
         started = time.perf_counter()
         try:
-            result = self.store.exchange(box, ExchangeParams(**self.params_base), pop=pop, seeds=seeds)
-        except REDIS_ERRORS as exc:
+            outcome: ExchangeResult | Exception = self.store.exchange(  # type: ignore[union-attr]
+                box, ExchangeParams(**self.params_base), pop=pop, seeds=seeds)
+        except Exception as exc:  # noqa: BLE001 - kept and retried, never lost
+            outcome = exc
+        self._answer = (box, outcome, (time.perf_counter() - started) * 1000)
+        self._send_lock.release()
+
+    def _settle(self) -> ExchangeResult | None:
+        """Apply the answer of the last round trip, in the reactor thread."""
+        answer, self._answer = self._answer, None
+        if answer is None:
+            return None
+        box, result, took_ms = answer
+        if isinstance(result, Exception):
+            if not isinstance(result, REDIS_ERRORS):
+                logger.error("Frontier exchange failed; its changes are kept and retried: %r", result)
             self.outbox.put_back(box)
-            self._redis_down(exc)
+            self._redis_down(result)
             return None
         self.round_trips += 1
         self.outage.succeeded()
         self.stats.inc_value("frontier/round_trips")
-        blocked_ms = round((time.perf_counter() - started) * 1000, 3)  # the reactor waited this long
-        self.stats.inc_value("frontier/exchange_ms", blocked_ms)
-        self.stats.max_value("frontier/exchange_max_ms", blocked_ms)
+        self.stats.inc_value("frontier/exchange_ms", round(took_ms, 3))
+        self.stats.max_value("frontier/exchange_max_ms", round(took_ms, 3))
         if result.new:
             self.stats.inc_value("frontier/enqueued", result.new)
         if result.duplicates:
@@ -286,7 +322,9 @@ class Frontier:
             logger.info("Returned %d expired leases to the queue", result.reaped)
         self._accept(result)
         self._track_idle(result)
-        if not result.popped:
+        if result.popped or result.seeds:
+            self._poke_engine()
+        else:
             # Nothing to lease now: ask again when the next domain is due, or at the next tick.
             wait = min(result.wake_ms / 1000, self.tick_s) if result.wake_ms >= 0 else self.tick_s
             self._next_pop_at = time.monotonic() + max(wait, 0.005)
