@@ -47,7 +47,7 @@ _s("MONGO_DATABASE", "distscraper", "str", "Database for items.")
 _s("MONGO_COLLECTION", "", "str", "Collection for items; empty means the spider's name.")
 _s("MONGO_UNIQUE_KEY", "url", "str", "Item field with a unique index; writes are upserts on it.")
 _s("MONGO_BATCH_SIZE", 100, "int", "Items per bulk write.", minimum=1)
-_s("MONGO_FLUSH_INTERVAL", 0.5, "float", "Seconds before a partial batch is written.", minimum=0.01)
+_s("MONGO_FLUSH_INTERVAL", 0.2, "float", "Seconds before a partial batch is written (short: a request is acknowledged only once its items are stored).", minimum=0.01)
 _s("MONGO_BUFFER_MAX", 5000, "int",
    "Items held in memory while MongoDB is unreachable; when full, crawling pauses.", minimum=1)
 _s("MONGO_RETRY_BASE", 0.5, "float", "First back-off delay (s) after a failed write.", minimum=0.01)
