@@ -69,6 +69,10 @@ _s("FRONTIER_PUSH_BATCH", 200, "int",
    "Buffered new requests that force a flush to Redis before the next tick.", minimum=1)
 _s("FRONTIER_TICK", 0.25, "float",
    "Seconds between background syncs (flush, acks, reaping, seeds).", minimum=0.01)
+_s("FRONTIER_LOCAL_SEEN", 100_000, "int",
+   "Fingerprints a worker remembers having sent to the seen-set, so links it meets again are "
+   "not encoded and sent again (a shortcut only: the shared seen-set decides). 0 turns it off.",
+   minimum=0)
 _s("FRONTIER_SEED_BATCH", 100, "int", "Seeds read from `start_urls` per round trip.", minimum=1)
 _s("FRONTIER_REAP_BATCH", 200, "int", "Expired leases or due retries moved per round trip.", minimum=1)
 _s("FRONTIER_REDIS_BACKOFF_MAX", 5.0, "float",

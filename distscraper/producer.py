@@ -195,7 +195,7 @@ class Producer:
 
     def _push(self, request: Request) -> Push:
         try:
-            return push_row(request, self.spider, self.dupefilter.fingerprint, self.rules)
+            return push_row(request, self.spider, self.dupefilter.fingerprint(request), self.rules)
         except codec.PayloadError as exc:
             raise SeedError(str(exc)) from None
 

@@ -36,6 +36,7 @@ from distscraper import defaults
 from distscraper.frontier import codec
 from distscraper.frontier.connection import redis_from_settings
 from distscraper.frontier.keys import FrontierKeys
+from distscraper.frontier.known import KnownFingerprints
 from distscraper.frontier.leases import LEASE_META, LeaseBook
 from distscraper.frontier.outage import Outage
 from distscraper.frontier.priority import PriorityRules
@@ -99,6 +100,8 @@ class Frontier:
         self.tick_s = defaults.get(settings, "FRONTIER_TICK")
         self.seed_batch = defaults.get(settings, "FRONTIER_SEED_BATCH")
         self.max_idle = defaults.get(settings, "MAX_IDLE_TIME_BEFORE_CLOSE")
+        self.known = KnownFingerprints(defaults.get(settings, "FRONTIER_LOCAL_SEEN"),
+                                       defaults.get(settings, "DUPEFILTER_TTL"))
         self.priority_rules = PriorityRules.from_setting(defaults.get(settings, "FRONTIER_PRIORITY_RULES"))
         self.spider: Spider | None = None
         self.keys: FrontierKeys | None = None
@@ -183,18 +186,27 @@ class Frontier:
     def push(self, request: Request) -> None:
         """Queue *request* for the shared frontier (deduplicated in Redis unless dont_filter)."""
         parent = request.meta.get(LEASE_META)
-        try:
-            row = push_row(request, self.spider, self.dupefilter.fingerprint, self.priority_rules)
-        except codec.PayloadError as exc:
-            logger.error("Cannot queue %s: %s", request, exc)
-            self.outbox.count("unserializable")
-            return
-        self.outbox.pushes.append(row)
+        fp = self.dupefilter.fingerprint(request)
+        if not request.dont_filter and self.known.seen(fp):
+            # This worker already sent it to the shared seen-set: no need to encode and send it again.
+            self.outbox.count("duplicates")
+            self.stats.inc_value("frontier/duplicates_local")
+        else:
+            self._push_new(request, fp)
         if parent is not None:
             # A request the downloader turned into another (redirect, Scrapy retry):
             # the new one is queued in the same round trip as the old one's ack.
             self.leases.finalize(parent, "ack")
             request.meta.pop(LEASE_META, None)
+
+    def _push_new(self, request: Request, fp: bytes) -> None:
+        try:
+            row = push_row(request, self.spider, fp, self.priority_rules)
+        except codec.PayloadError as exc:
+            logger.error("Cannot queue %s: %s", request, exc)
+            self.outbox.count("unserializable")
+            return
+        self.outbox.pushes.append(row)
         if len(self.outbox.pushes) >= self.push_batch:
             self._exchange_soon(pop=0)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 import redis
 from scrapy import Request, Spider
@@ -32,9 +32,8 @@ def lua(name: str) -> str:
 Push = tuple[bytes, str, int, bytes, bool]
 
 
-def push_row(request: Request, spider: Spider | None, fingerprint: Callable[[Request], bytes],
-             rules: PriorityRules) -> Push:
-    """The queue entry of *request*: priority rules applied, fingerprinted, JSON-encoded.
+def push_row(request: Request, spider: Spider | None, fp: bytes, rules: PriorityRules) -> Push:
+    """The queue entry of *request* (fingerprint *fp*): priority rules applied, JSON-encoded.
 
     Raises :class:`codec.PayloadError` if the request cannot travel as JSON.
     """
@@ -42,7 +41,6 @@ def push_row(request: Request, spider: Spider | None, fingerprint: Callable[[Req
         priority = rules.priority_for(request.url)
         if priority:
             request = request.replace(priority=priority)
-    fp = fingerprint(request)
     return (fp, codec.domain_of(request), FrontierStore.queue_score(request.priority),
             codec.encode(request, spider, fp), request.dont_filter)
 
