@@ -95,3 +95,15 @@ def test_returned_lease_goes_to_the_front(redis_client, keys):
     store.exchange(Outbox(returns=[first]), LONG)
     [(again, _t, _d)] = store.exchange(Outbox(), LONG, pop=1).popped
     assert again == first
+
+
+def test_an_expired_lease_frees_its_domain_slot_at_once(redis_client, keys):
+    store = make_store(redis_client, keys)
+    push(store, "http://a.test/1", "http://a.test/2")
+    capped = ExchangeParams(node="a", lease_ms=300, concurrency=1, slot_ttl_ms=60_000)
+    [(payload, holder, domain)] = store.exchange(Outbox(), capped, pop=5).popped
+    assert holder == payload and redis_client.zcard(keys.key(f"slots:{domain}")) == 1
+    assert store.exchange(Outbox(), capped, pop=5).popped == []  # the one slot is taken
+    time.sleep(0.5)  # the worker died: its lease expires, long before the slot's own expiry
+    popped = store.exchange(Outbox(), capped, pop=5).popped
+    assert len(popped) == 1  # reaped, slot freed, leased again at once

@@ -27,7 +27,7 @@ class Lease:
 
     payload: bytes
     domain: str
-    token: str  # its cluster-wide download slot ("" when there is no per-domain limit)
+    token: bytes  # holds its cluster-wide download slot (b"" when there is no per-domain limit)
     items: int = 0
     outputs_done: bool = False
     slot_released: bool = False
@@ -48,7 +48,7 @@ class LeaseBook:
     def payloads(self) -> list[bytes]:
         return [lease.payload for lease in self._leases.values()]
 
-    def add(self, request: Request, payload: bytes, domain: str, token: str) -> None:
+    def add(self, request: Request, payload: bytes, domain: str, token: bytes) -> None:
         lease_id = next(self._ids)
         request.meta[LEASE_META] = lease_id
         self._leases[lease_id] = Lease(payload, domain, token)

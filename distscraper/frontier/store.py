@@ -55,7 +55,7 @@ class Outbox:
     dead: list[tuple[bytes, str, str, str]] = field(default_factory=list)  # payload, domain, fp hex, record json
     quarantine: list[tuple[bytes, str]] = field(default_factory=list)  # payload, reason
     returns: list[bytes] = field(default_factory=list)  # leases given back
-    slot_releases: list[tuple[str, str]] = field(default_factory=list)  # domain, token
+    slot_releases: list[tuple[str, bytes]] = field(default_factory=list)  # domain, slot holder
     seed_acks: list[bytes] = field(default_factory=list)
     seed_invalid: list[str] = field(default_factory=list)  # record json
     slowdowns: list[str] = field(default_factory=list)  # domain
@@ -130,7 +130,7 @@ class ExchangeParams:
 
 @dataclass
 class ExchangeResult:
-    popped: list[tuple[bytes, str, str]]  # payload, slot token, the queue's domain
+    popped: list[tuple[bytes, bytes, str]]  # payload, slot holder (b"" if none), the queue's domain
     seeds: list[bytes]
     new: int
     duplicates: int
@@ -154,7 +154,7 @@ class FrontierStore:
                 params.delay_ms, params.concurrency, params.slot_ttl_ms, params.reap_batch, seeds,
                 params.recover_ms, params.penalty_base_ms, params.penalty_max_ms, *outbox.args()]
         popped, seed_list, new, dups, reaped, work, wake = self._exchange(args=argv)
-        triples = [(popped[i], popped[i + 1].decode(), popped[i + 2].decode())
+        triples = [(popped[i], popped[i] if popped[i + 1] == b"1" else b"", popped[i + 2].decode())
                    for i in range(0, len(popped), 3)]
         return ExchangeResult(triples, list(seed_list), int(new), int(dups), int(reaped),
                               int(work), int(wake))

@@ -14,7 +14,7 @@ local P = ARGV[1]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local LEASE = tonumber(ARGV[2])
-local NODE = ARGV[3]
+-- ARGV[3] is the node id (kept for the argument layout; unused)
 local MAX_POP = tonumber(ARGV[4])
 local DELAY = tonumber(ARGV[5])
 local CONC = tonumber(ARGV[6])
@@ -105,6 +105,7 @@ local function requeue(payload)
     return
   end
   local p = tonumber(obj['p'] or 0) or 0
+  redis.call('ZREM', P .. 'slots:' .. obj['d'], payload)
   enqueue(obj['d'], -p * TWO32, payload)
 end
 
@@ -276,8 +277,10 @@ while #popped < 3 * MAX_POP and guard < 4 * MAX_POP do
       redis.call('ZADD', K_INF, now + LEASE, item[1])
       local token = ''
       if CONC > 0 then
-        token = NODE .. ':' .. next_seq()
-        redis.call('ZADD', sk, now + SLOT_TTL, token)
+        -- The slot is held by the leased payload itself, so a lease that expires
+        -- (its worker died) frees its slot at once, in `requeue`.
+        token = '1'
+        redis.call('ZADD', sk, now + SLOT_TTL, item[1])
         redis.call('PEXPIRE', sk, SLOT_TTL)
       end
       popped[#popped + 1] = item[1]
