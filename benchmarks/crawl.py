@@ -166,8 +166,9 @@ def crawl(lab: Lab, variant: str, tag: str, *, n_workers: int = 1, redis_url: st
         "items_per_worker": per_node,
         "logs": str(logs),
     }
-    serialized = sum(s.get("scheduler/enqueued/redis", 0) for s in stats)
-    result["requests_serialized_per_page"] = round(serialized / max(pages, 1), 2)  # JSON or pickle
+    scheduled = sum(s.get("scheduler/enqueued/redis", 0) + s.get("scheduler/enqueued/memory", 0)
+                    for s in stats)  # Scrapy's counts: anchors after their dupefilter, distscraper every link
+    result["scheduler_enqueued_per_page"] = round(scheduled / max(pages, 1), 2)
     trips = sum(s.get("frontier/round_trips", 0) for s in stats)
     if trips:
         exchange_ms = sum(s.get("frontier/exchange_ms", 0) for s in stats)

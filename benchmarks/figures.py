@@ -16,7 +16,7 @@ from benchmarks.lab import Lab
 from benchmarks.latency_proxy import LatencyProxy, ping_rtt_ms
 
 ROW_KEYS = ("pages", "seconds", "pages_per_s", "worker_cpu_ms_per_page", "startup_cpu_s",
-            "requests_serialized_per_page",
+            "scheduler_enqueued_per_page",
             "redis_round_trips_per_page", "redis_commands_per_page", "redis_cpu_ms_per_page",
             "frontier_round_trips_per_page", "exchange_ms_mean", "exchange_ms_max",
             "mongo_cpu_ms_per_page", "site_cpu_ms_per_page", "missing", "fetched_twice")
@@ -59,18 +59,14 @@ def one_worker(lab: Lab, runs: int, budget: int) -> tuple[dict[str, Any], dict[s
     ds, mem, sr = (rows[v].get("pages_per_s") for v in order)
     r_mem, r_sr = ratio(ds, mem), ratio(ds, sr)
     cpu = {v: rows[v].get("worker_cpu_ms_per_page") for v in order}
-    ser = {v: rows[v].get("requests_serialized_per_page") for v in order}
     fig1 = {
         "title": "1. One worker throughput", "rows": list(rows.values()), "runs": raw,
         "checks": [
             check("distscraper / in-memory Scrapy, pages/s", r_mem, ">= 0.9", r_mem is not None and r_mem >= 0.9,
-                  f"CPU per page: distscraper {cpu['distscraper']} ms, in-memory {cpu['memory']} ms; "
-                  f"requests serialized per page: distscraper {ser['distscraper']} (every link found: "
-                  f"the seen-set check is in Redis), in-memory {ser['memory']}"),
+                  f"CPU per page: distscraper {cpu['distscraper']} ms, in-memory {cpu['memory']} ms"),
             check("distscraper / scrapy-redis, pages/s", r_sr, ">= 1.3", r_sr is not None and r_sr >= 1.3,
                   f"CPU per page: scrapy-redis {cpu['scrapy_redis']} ms; ratio of CPU per page "
-                  f"{ratio(cpu['scrapy_redis'], cpu['distscraper'])}; requests serialized per page: "
-                  f"scrapy-redis {ser['scrapy_redis']} (pickle, new ones only)"),
+                  f"{ratio(cpu['scrapy_redis'], cpu['distscraper'])}"),
         ],
     }
     d, s = rows["distscraper"], rows["scrapy_redis"]

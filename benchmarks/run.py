@@ -1,6 +1,6 @@
 """`make bench`: every benchmark side by side in one run; writes RESULTS.md and results.json.
 
-``python -m benchmarks.run`` (full: about 20 minutes on 2 cores) or ``--quick``
+``python -m benchmarks.run`` (full: about 15 minutes on 2 cores) or ``--quick``
 (one run of each, smaller sizes, for development; results go to
 ``--out``, by default a temporary folder, never over the committed results).
 ``--only 1,5`` runs some figures (0 is the site alone). Servers (Redis, the
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         "crawl settings (all variants)": "CONCURRENT_REQUESTS=16, CONCURRENT_REQUESTS_PER_DOMAIN=8, "
                                          "ROBOTSTXT_OBEY=True, LOG_LEVEL=INFO, MongoPipeline (batch 100)",
         "pages measured per crawl": (f"the first {p['page_budget']} pages of the {lab.site.pages}-page site "
-                                     "(CLOSESPIDER_PAGECOUNT, split between the workers)")
+                                     "(one worker: CLOSESPIDER_PAGECOUNT; several: SIGTERM once nginx "
+                                     "has served that many)")
         if p["page_budget"] else "the whole site",
         "figure 5": f"{p['capacity_seconds']} s per run, 4 simulated worker processes",
         "figure 6": f"pipeline {p['mongo_items']} items, one-call-per-item {p['mongo_single_items']} items",

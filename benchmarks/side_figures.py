@@ -134,7 +134,7 @@ def chaos_figure(lab: Lab, pages: int) -> dict[str, Any]:
     d, s = raw["distscraper"], raw["scrapy_redis"]
     leases = sum(k["lost_leases"] for k in d["kill_log"])
     rows = [{k: v for k, v in r.items() if k not in ("kill_log", "logs")} for r in raw.values()]
-    explain = [f"Kills of the distscraper run (s after start: leases lost, s until back in the queue): "
+    explain = ["Kills of the distscraper run (s after start: leases lost, s until back in the queue): "
                + "; ".join(f"{k['at_s']}: {k['lost_leases']}, {_cell_s(k['recovery_s'])}" for k in d["kill_log"]),
                "", f"Kills of the scrapy-redis run at (s): {', '.join(str(k['at_s']) for k in s['kill_log'])}"]
     explain.append(f"\nThe longest time no worker fetched anything: distscraper {d['longest_pause_s']} s, "
