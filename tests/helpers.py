@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from distscraper.sandbox.servers import stop_process
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = [
@@ -110,12 +112,7 @@ def stop_worker(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM,
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    stop_process(proc, signal.SIGKILL)
 
 
 def log_tail(proc: subprocess.Popen[bytes], lines: int = 40) -> str:

@@ -117,7 +117,6 @@ class Frontier:
         self._loops: list[task.LoopingCall] = []
         self._send_lock = threading.Lock()  # held from taking an outbox until Redis answered
         self._answer: tuple[Outbox, ExchangeResult | Exception, float] | None = None
-        self.round_trips = 0
 
     @property
     def stats(self) -> Any:
@@ -276,7 +275,6 @@ class Frontier:
                            "another node will redo it", lease.payload, MAX_LEASE_PERIODS)
         try:
             self.store.renew(self.leases.payloads(), int(self.lease_s * 1000))
-            self.round_trips += 1
         except REDIS_ERRORS as exc:
             self._redis_down(exc)
 
@@ -320,7 +318,6 @@ class Frontier:
             self.outbox.put_back(box)
             self._redis_down(result)
             return None
-        self.round_trips += 1
         self.outage.succeeded()
         self.stats.inc_value("frontier/round_trips")
         self.stats.inc_value("frontier/exchange_ms", round(took_ms, 3))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,8 @@ import redis
 
 from distscraper.frontier.keys import FrontierKeys
 from distscraper.monitor.figures import read_figures
-from distscraper.sandbox.servers import MongoServer, RedisServer, mongo_uri_from_env, redis_url_from_env
+from distscraper.sandbox.servers import (MongoServer, RedisServer, mongo_uri_from_env,
+                                         redis_url_from_env, stop_process)
 from distscraper.sandbox.site import SiteServer, SiteSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,16 +43,6 @@ def start_worker(n: int, env: dict[str, str], settings: dict[str, str], log_dir:
     args += ["-s", f"LOG_FILE={log_dir / f'worker-{n}.log'}"]
     return subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=open(log_dir / f"worker-{n}.err", "wb"), start_new_session=True)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                     "MONGO_DATABASE": database, "LOG_LEVEL": "INFO"}
         workers = [start_worker(n, env, settings, work) for n in range(1, opts.workers + 1)]
         for proc in workers:
-            stack.callback(stop, proc)
+            stack.callback(stop_process, proc)
         keys = FrontierKeys(prefix)
         seed_cmd = [redis_cli(), "-u", redis_url, "lpush", keys.start_urls, site.url("/")]
         print("$", " ".join(seed_cmd))

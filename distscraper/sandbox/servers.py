@@ -67,6 +67,20 @@ def port_is_free(port: int, host: str = LOOPBACK) -> bool:
         return True
 
 
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
+    """Send *sig* to a child we started (by its PID), wait up to *grace* s, then SIGKILL and reap it."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.kill(proc.pid, sig)
+        proc.wait(grace)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def redis_url_from_env() -> str | None:
     """``REDIS_URL`` from the environment, or None when unset or empty."""
     return os.environ.get("REDIS_URL") or None
@@ -171,33 +185,15 @@ class _ServerProcess:
 
     def stop(self, timeout: float | None = None) -> None:
         """SIGTERM the child by PID, wait for it, SIGKILL it if it does not exit."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            try:
-                os.kill(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(self.stop_timeout if timeout is None else timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                return
-        _LIVE.discard(self)
+        if self._proc is not None:
+            stop_process(self._proc, signal.SIGTERM, self.stop_timeout if timeout is None else timeout)
+            _LIVE.discard(self)
 
     def kill(self) -> None:
         """SIGKILL the child by PID (a crash: no shutdown work) and reap it."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            try:
-                os.kill(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-        _LIVE.discard(self)
+        if self._proc is not None:
+            stop_process(self._proc, signal.SIGKILL)
+            _LIVE.discard(self)
 
     def restart(self) -> Self:
         """Stop (if running) and start again on the same port and directory."""
