@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 FINGERPRINT_BYTES = 16
-_ADD_MANY = "\nlocal out = {}\nfor i = 2, #ARGV do out[i - 1] = seen_add(ARGV[i]) end\nreturn out\n"
+_ADD_MANY = ("\nlocal out = {}\nfor i = 2, #ARGV do out[i - 1] = seen_add(ARGV[i]) end\n"
+             "seen_flush()\nreturn out\n")
 _HAS_MANY = "\nlocal out = {}\nfor i = 2, #ARGV do out[i - 1] = seen_has(ARGV[i]) end\nreturn out\n"
 
 

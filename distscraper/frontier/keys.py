@@ -24,7 +24,7 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
     "quarantine": ("list", "Queue entries that could not be decoded, as JSON `{entry, reason, at}`."),
     "slots:<domain>": ("zset", "Cluster-wide download slots of one domain: the leased payloads holding them (score: expiry, ms); an expired lease frees its slot."),
     "throttle": ("hash", "Per-domain politeness (ms): `<domain>|next` (earliest next start), `<domain>|crawl_delay`, `<domain>|penalty`, `<domain>|penalty_at`."),
-    "seq": ("string", "Counter for FIFO order and slot tokens."),
+    "seq": ("string", "Counter for FIFO order within a priority band and round robin between domains."),
     "stats": ("hash", "Cluster counters: pages, items, retries, dead, duplicates, ..."),
     "nodes": ("zset", "Live workers (score: last heartbeat, ms)."),
     "node:<id>": ("string", "One worker's heartbeat (JSON), expiring after HEARTBEAT_TTL."),

@@ -98,7 +98,8 @@ class Outbox:
                 else:
                     out.extend(row)
 
-        section([(fp, d, base, p, "1" if force else "0") for fp, d, base, p, force in self.pushes], 5)
+        section([(fp, b"%d%d %s\n%s" % (force, base, d.encode(), p))
+                 for fp, d, base, p, force in self.pushes], 2)
         section(self.acks, 2)
         section(self.retries, 4)
         section(self.dead, 4)

@@ -7,6 +7,10 @@
 -- requests from domains whose politeness slot is free; read up to seed_n seeds.
 --
 -- The dupefilter's `seen_add(fp)` (1 = new, 0 = seen) is prepended by Python.
+-- Redis's own cost is mostly per redis.call, so the script keeps what it can in
+-- Lua for the length of one call: the queue sequence, the counters and the
+-- seen-set fill are written back once at the end; the throttle settings and
+-- each domain's place in the schedule are read at most once.
 -- Every deadline and politeness time uses the Redis server's clock, so workers
 -- on machines whose clocks disagree still agree on leases and delays.
 
@@ -44,15 +48,41 @@ local function arg()
   return v
 end
 
+local seq = nil -- the last sequence number handed out (K_SEQ, written back at the end)
 local function next_seq()
-  return redis.call('INCR', K_SEQ) % TWO32
+  if not seq then seq = tonumber(redis.call('GET', K_SEQ)) or 0 end
+  seq = seq + 1
+  return seq % TWO32
 end
+
+local bumps = {} -- K_STATS increments, written back at the end
+local function bump(field, n)
+  bumps[field] = (bumps[field] or 0) + n
+end
+
+-- No domain has a crawl delay, penalty or next-request time: skip their lookups.
+local thr_empty = redis.call('EXISTS', K_THR) == 0
+local delays = {} -- domain -> its delay, computed at most once per call
+local function thr_hset(...)
+  redis.call('HSET', K_THR, ...)
+  thr_empty = false
+end
+
+-- An integer as Redis argument text. Redis would format a Lua number with %.17g,
+-- which costs several times more; every hot-path score goes through int().
+local function int(n)
+  return string.format('%d', n)
+end
+
+local NOW, LEASE_END, SLOT_END = int(now), int(now + LEASE), int(now + SLOT_TTL)
 
 local function band(score)
   return math.floor(score / TWO32)
 end
 
 local function domain_delay(d)
+  if thr_empty then return DELAY end
+  if delays[d] then return delays[d] end
   local v = redis.call('HMGET', K_THR, d .. '|crawl_delay', d .. '|penalty', d .. '|penalty_at')
   local delay = DELAY
   local cd = tonumber(v[1])
@@ -65,36 +95,51 @@ local function domain_delay(d)
         redis.call('HDEL', K_THR, d .. '|penalty', d .. '|penalty_at')
         pen = 0
       else
-        redis.call('HSET', K_THR, d .. '|penalty', pen, d .. '|penalty_at', now)
+        thr_hset(d .. '|penalty', pen, d .. '|penalty_at', now)
       end
     end
     if pen > delay then delay = pen end
   end
+  delays[d] = delay
   return delay
 end
 
--- A domain got a request with queue score `score`: make sure it is scheduled.
+-- domain -> its place in the schedule as far as this call knows: the band it is
+-- ready under, or 'wait'. Sections that move a domain forget it.
+local sched = {}
+
+-- A domain got a request with queue score `score`: make sure it is scheduled,
+-- ready under the best band it has (a domain is in READY or WAIT, never both).
 local function schedule_domain(d, score)
-  local rs = redis.call('ZSCORE', K_READY, d)
-  if rs then
-    if band(score) < band(tonumber(rs)) then
-      redis.call('ZADD', K_READY, band(score) * TWO32 + next_seq(), d)
+  local b = band(score)
+  local known = sched[d]
+  if known == nil then
+    local rs = redis.call('ZSCORE', K_READY, d)
+    if rs then
+      known = band(tonumber(rs))
+    else
+      local t = 0
+      if not thr_empty then t = tonumber(redis.call('HGET', K_THR, d .. '|next')) or 0 end
+      if t < now then t = now end
+      redis.call('ZADD', K_WAIT, 'NX', t, d)
+      known = 'wait'
     end
-  else
-    local t = tonumber(redis.call('HGET', K_THR, d .. '|next')) or 0
-    if t < now then t = now end
-    redis.call('ZADD', K_WAIT, 'NX', t, d)
   end
+  if known ~= 'wait' and b < known then
+    redis.call('ZADD', K_READY, int(b * TWO32 + next_seq()), d)
+    known = b
+  end
+  sched[d] = known
 end
 
 local function enqueue(d, score, payload)
-  redis.call('ZADD', P .. 'requests:' .. d, score, payload)
+  redis.call('ZADD', P .. 'requests:' .. d, int(score), payload)
   schedule_domain(d, score)
 end
 
 local function quarantine(entry, reason)
   redis.call('LPUSH', K_QUAR, cjson.encode({entry = entry, reason = reason, at = now / 1000}))
-  redis.call('HINCRBY', K_STATS, 'quarantined', 1)
+  bump('quarantined', 1)
 end
 
 -- Put a payload back in its domain queue, at the front of its priority band.
@@ -121,17 +166,20 @@ end
 
 -- 1. new requests
 local new, dups = 0, 0
+-- Two arguments each: the fingerprint, and '<force 0|1><base score> <domain>\n<payload>',
+-- which only a request that goes into the queue needs to unpack.
 for _ = 1, tonumber(arg()) do
-  local fp, d, base, payload, force = arg(), arg(), arg(), arg(), arg()
-  if seen_add(fp) == 1 or force == '1' then
-    enqueue(d, tonumber(base) + next_seq(), payload)
+  local fp, row = arg(), arg()
+  if seen_add(fp) == 1 or string.byte(row, 1) == 49 then
+    local base, d, at = string.match(row, '^.(%-?%d+) ([^\n]*)\n()')
+    enqueue(d, tonumber(base) + next_seq(), string.sub(row, at))
     new = new + 1
   else
     dups = dups + 1
   end
 end
-if new > 0 then redis.call('HINCRBY', K_STATS, 'enqueued', new) end
-if dups > 0 then redis.call('HINCRBY', K_STATS, 'duplicates', dups) end
+bump('enqueued', new)
+bump('duplicates', dups)
 
 -- 2. acks: the request's outputs are durable
 local acked = 0
@@ -140,14 +188,14 @@ for _ = 1, tonumber(arg()) do
   unlease(payload, d)
   acked = acked + 1
 end
-if acked > 0 then redis.call('HINCRBY', K_STATS, 'done', acked) end
+bump('done', acked)
 
 -- 3. retries: lease -> delayed
 for _ = 1, tonumber(arg()) do
   local old, new_payload, due, d = arg(), arg(), arg(), arg()
   if unlease(old, d) == 1 then
     redis.call('ZADD', K_DEL, tonumber(due), new_payload)
-    redis.call('HINCRBY', K_STATS, 'retries', 1)
+    bump('retries', 1)
   end
 end
 
@@ -156,7 +204,7 @@ for _ = 1, tonumber(arg()) do
   local old, d, fp, record = arg(), arg(), arg(), arg()
   if unlease(old, d) == 1 then
     redis.call('HSET', P .. 'dead', fp, record)
-    redis.call('HINCRBY', K_STATS, 'dead', 1)
+    bump('dead', 1)
   end
 end
 
@@ -177,7 +225,7 @@ end
 for _ = 1, tonumber(arg()) do
   local d, token = arg(), arg()
   redis.call('ZREM', P .. 'slots:' .. d, token)
-  if DELAY == 0 and domain_delay(d) == 0 then redis.call('ZADD', K_WAIT, 'XX', 'LT', now, d) end
+  if DELAY == 0 and domain_delay(d) == 0 then redis.call('ZADD', K_WAIT, 'XX', 'LT', NOW, d) end
 end
 
 -- 8. seeds: read ones that are now in the queue, rejected ones
@@ -186,31 +234,33 @@ for _ = 1, tonumber(arg()) do
 end
 for _ = 1, tonumber(arg()) do
   redis.call('LPUSH', P .. 'start_urls:invalid', arg())
-  redis.call('HINCRBY', K_STATS, 'seeds_invalid', 1)
+  bump('seeds_invalid', 1)
 end
 
 -- 9. throttle updates: 429/503 slow-downs, robots.txt crawl delays
 for _ = 1, tonumber(arg()) do
   local d = arg()
+  sched[d], delays[d] = nil, nil
   local cur = tonumber(redis.call('HGET', K_THR, d .. '|penalty')) or 0
   local pen = math.min(math.max(cur * 2, PEN_BASE, DELAY * 2), PEN_MAX)
-  redis.call('HSET', K_THR, d .. '|penalty', pen, d .. '|penalty_at', now, d .. '|next', now + pen)
+  thr_hset(d .. '|penalty', pen, d .. '|penalty_at', now, d .. '|next', now + pen)
   if redis.call('ZREM', K_READY, d) == 1 then
     redis.call('ZADD', K_WAIT, now + pen, d)
   else
     redis.call('ZADD', K_WAIT, 'XX', 'GT', now + pen, d)
   end
-  redis.call('HINCRBY', K_STATS, 'slowdowns', 1)
+  bump('slowdowns', 1)
 end
 for _ = 1, tonumber(arg()) do
   local d, ms = arg(), tonumber(arg())
+  sched[d], delays[d] = nil, nil
   local old = tonumber(redis.call('HGET', K_THR, d .. '|crawl_delay')) or 0
-  redis.call('HSET', K_THR, d .. '|crawl_delay', ms)
+  thr_hset(d .. '|crawl_delay', ms)
   -- The domain's last request was spaced by a shorter delay (this one was not known yet):
   -- its next request waits the new delay from now.
   local t = now + ms
   if ms > old and t > (tonumber(redis.call('HGET', K_THR, d .. '|next')) or 0) then
-    redis.call('HSET', K_THR, d .. '|next', t)
+    thr_hset(d .. '|next', t)
     if redis.call('ZREM', K_READY, d) == 1 then
       redis.call('ZADD', K_WAIT, t, d)
     else
@@ -222,7 +272,7 @@ end
 -- 10. counters
 for _ = 1, tonumber(arg()) do
   local field, n = arg(), arg()
-  redis.call('HINCRBY', K_STATS, field, tonumber(n))
+  bump(field, tonumber(n))
 end
 
 -- 11. recovery: expired leases, due retries, stale seed reads
@@ -232,7 +282,7 @@ for _, payload in ipairs(redis.call('ZRANGEBYSCORE', K_INF, '-inf', now, 'LIMIT'
   requeue(payload)
   reaped = reaped + 1
 end
-if reaped > 0 then redis.call('HINCRBY', K_STATS, 'reaped', reaped) end
+bump('reaped', reaped)
 for _, payload in ipairs(redis.call('ZRANGEBYSCORE', K_DEL, '-inf', now, 'LIMIT', 0, REAP)) do
   redis.call('ZREM', K_DEL, payload)
   requeue(payload)
@@ -251,52 +301,57 @@ for _, d in ipairs(redis.call('ZRANGEBYSCORE', K_WAIT, '-inf', now, 'LIMIT', 0, 
   end
 end
 
+-- A domain stays ready under the band it had when it was scheduled; a popped
+-- request of a worse band (its better ones are gone) reschedules the domain
+-- under that band instead of being leased, so bands are served in order
+-- without looking at each queue's head after every pop.
 local popped = {}
 local guard = 0
 while #popped < 3 * MAX_POP and guard < 4 * MAX_POP do
   guard = guard + 1
-  local top = redis.call('ZRANGE', K_READY, 0, 0)
+  local top = redis.call('ZPOPMIN', K_READY)
   local d = top[1]
   if not d then break end
+  local ready_band = band(tonumber(top[2]))
   local q = P .. 'requests:' .. d
   local sk = P .. 'slots:' .. d
   local delay = domain_delay(d)
   local full = false
   if CONC > 0 then
-    redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
-    full = redis.call('ZCARD', sk) >= CONC
+    local held = redis.call('ZCARD', sk)
+    if held >= CONC then
+      redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
+      held = redis.call('ZCARD', sk)
+    end
+    full = held >= CONC
   end
   if full then
-    redis.call('ZREM', K_READY, d)
     redis.call('ZADD', K_WAIT, now + math.max(delay, 50), d)
   else
     local item = redis.call('ZPOPMIN', q)
-    if not item[1] then
-      redis.call('ZREM', K_READY, d)
-    else
-      redis.call('ZADD', K_INF, now + LEASE, item[1])
+    local item_band = item[1] and band(tonumber(item[2]))
+    if item_band and item_band > ready_band then
+      redis.call('ZADD', q, item[2], item[1])
+      redis.call('ZADD', K_READY, int(item_band * TWO32 + next_seq()), d)
+    elseif item_band then
+      redis.call('ZADD', K_INF, LEASE_END, item[1])
       local token = ''
       if CONC > 0 then
         -- The slot is held by the leased payload itself, so a lease that expires
         -- (its worker died) frees its slot at once, in `requeue`.
         token = '1'
-        redis.call('ZADD', sk, now + SLOT_TTL, item[1])
-        redis.call('PEXPIRE', sk, SLOT_TTL)
+        redis.call('ZADD', sk, SLOT_END, item[1])
+        redis.call('PEXPIRE', sk, ARGV[7])
       end
       popped[#popped + 1] = item[1]
       popped[#popped + 1] = token
       popped[#popped + 1] = d
       if delay > 0 then
-        redis.call('HSET', K_THR, d .. '|next', now + delay)
-        redis.call('ZREM', K_READY, d)
+        thr_hset(d .. '|next', now + delay)
         redis.call('ZADD', K_WAIT, now + delay, d)
       else
-        local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-        if head[1] then
-          redis.call('ZADD', K_READY, band(tonumber(head[2])) * TWO32 + next_seq(), d)
-        else
-          redis.call('ZREM', K_READY, d)
-        end
+        -- to the back of its band (round robin); an emptied queue drops out when next popped
+        redis.call('ZADD', K_READY, int(ready_band * TWO32 + next_seq()), d)
       end
     end
   end
@@ -322,6 +377,13 @@ if #popped == 0 then
   if w[1] then wake = tonumber(w[2]) - now end
   local dl = redis.call('ZRANGE', K_DEL, 0, 0, 'WITHSCORES')
   if dl[1] and (wake < 0 or tonumber(dl[2]) - now < wake) then wake = tonumber(dl[2]) - now end
+end
+
+-- 15. write back what was kept in Lua
+seen_flush()
+if seq then redis.call('SET', K_SEQ, seq) end
+for field, n in pairs(bumps) do
+  if n ~= 0 then redis.call('HINCRBY', K_STATS, field, n) end
 end
 
 return {popped, seeds, new, dups, reaped, work, wake}

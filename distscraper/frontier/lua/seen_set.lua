@@ -3,6 +3,8 @@
 --
 -- seen_add(fp) returns 1 when the 16-byte fingerprint is new (and records it),
 -- 0 when it was seen; seen_has(fp) only checks. ARGV[1] is the key prefix "P:".
+-- A script that calls seen_add must call seen_flush() once at its end: the fill
+-- and the `seen` counter are kept in Lua and written back then, in one go.
 --
 -- <P>dupefilter is a HASH holding the layout the seen-set was created with
 -- (`kind`, sizes) and its fill; that stored layout wins over DF, so workers with
@@ -23,7 +25,7 @@ local L = nil -- the stored layout, read once per script call
 local function seen_layout()
   if L then return L end
   local meta = ARGV[1] .. 'dupefilter'
-  L = {prefix = ARGV[1], meta = meta, expire_at = false}
+  L = {prefix = ARGV[1], meta = meta, expire_at = false, added = 0, heads = {}}
   local t = redis.call('TYPE', meta)['ok']
   if t == 'set' then
     L.kind = 'set'
@@ -53,9 +55,15 @@ local function seen_layout()
   return L
 end
 
+-- The bucket's key; the names' common part is built once per generation and the
+-- bucket number formatted as an integer (cheaper than Lua's %.14g).
 local function exact_bucket(g, x)
-  local bits = math.min(L.bits0 + g, L.max_bits)
-  return L.prefix .. 'dupefilter:' .. g .. ':' .. math.floor(x / 2 ^ (32 - bits))
+  local head = L.heads[g]
+  if not head then
+    head = {L.prefix .. 'dupefilter:' .. g .. ':', 2 ^ (32 - math.min(L.bits0 + g, L.max_bits))}
+    L.heads[g] = head
+  end
+  return head[1] .. string.format('%d', math.floor(x / head[2]))
 end
 
 local function exact_has(fp)
@@ -79,9 +87,6 @@ local function exact_add(fp)
   L.n = L.n + 1
   if L.n >= 2 ^ math.min(L.bits0 + L.gen, L.max_bits) * L.fill then
     L.gen, L.n = L.gen + 1, 0
-    redis.call('HSET', L.meta, 'gen', L.gen, 'n', 0)
-  else
-    redis.call('HINCRBY', L.meta, 'n', 1)
   end
   return 1
 end
@@ -101,7 +106,6 @@ local function seen_add(fp)
     new = exact_add(fp)
   elseif L.kind == 'bloom' then
     new = bloom_add(fp, L)
-    if new == 1 then redis.call('HINCRBY', L.meta, 'n', 1) end
   elseif L.kind == 'set' then
     new = redis.call('SADD', L.meta, fp)
     if DF.ttl > 0 and new == 1 and redis.call('TTL', L.meta) == -1 then
@@ -110,6 +114,19 @@ local function seen_add(fp)
   else
     error({err = 'ERR unknown seen-set kind in ' .. L.meta .. ': ' .. tostring(L.kind)})
   end
-  if new == 1 then redis.call('HINCRBY', L.prefix .. 'stats', 'seen', 1) end
+  if new == 1 then L.added = L.added + 1 end
   return new
+end
+
+-- Write back what this script's seen_add calls changed: the fill of the
+-- seen-set (and its generation) and the crawl's `seen` counter.
+local function seen_flush()
+  if not L or L.added == 0 then return end
+  if L.kind == 'exact' then
+    redis.call('HSET', L.meta, 'gen', L.gen, 'n', L.n)
+  elseif L.kind == 'bloom' then
+    redis.call('HINCRBY', L.meta, 'n', L.added)
+  end
+  redis.call('HINCRBY', L.prefix .. 'stats', 'seen', L.added)
+  L.added = 0
 end
