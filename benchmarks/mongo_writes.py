@@ -1,11 +1,16 @@
 """MongoDB writes: the pipeline's batched upserts against one write per item.
 
 * ``pipeline``: the real :class:`distscraper.pipelines.mongo.MongoPipeline`,
-  driven by a real Scrapy crawler in a child process: one ``data:`` URL
-  response whose callback yields N page items (no HTTP), Scrapy's default
-  ``CONCURRENT_ITEMS`` (100) and the pipeline's defaults (batches of 100,
-  upserts on ``url``). Items/s from the first item yielded to the last item
-  acknowledged (``item_scraped`` fires only once MongoDB has stored it);
+  driven by a real Scrapy crawler in a child process: ``PARTS`` ``data:`` URL
+  responses (no HTTP) whose callbacks yield N page items between them, as a
+  crawl's many pages do, with Scrapy's defaults (16 concurrent requests,
+  ``CONCURRENT_ITEMS`` 100 per response) and the pipeline's (batches of 100,
+  one document per ``url``). Items/s from the first item yielded to the last
+  item acknowledged (``item_scraped`` fires only once MongoDB has stored it);
+* ``pipeline_component``: the same pipeline alone (no Scrapy engine, so no
+  Scrapy per-item cost): items handed to ``process_item`` with up to
+  ``WINDOW`` of them unacknowledged at a time (16 concurrent responses times
+  ``CONCURRENT_ITEMS``), which is as many as a crawler lets it hold;
 * ``insert_one`` and ``update_one_upsert``: pymongo, one call per item, on a
   collection with the same unique index.
 
@@ -24,6 +29,11 @@ from typing import Any, Iterator
 import pymongo
 
 from benchmarks.workers import REPO_ROOT
+
+#: Responses the pipeline's items come from (a crawl's items come from many pages).
+PARTS = 100
+#: Items the component benchmark keeps unacknowledged: 16 responses x CONCURRENT_ITEMS.
+WINDOW = 1600
 
 
 def page_doc(i: int) -> dict[str, Any]:
@@ -62,9 +72,9 @@ def direct(uri: str, database: str, n: int, how: str) -> float:
         client.close()
 
 
-def pipeline(uri: str, database: str, n: int) -> float:
-    """Items/s of the real pipeline in a Scrapy crawler (child process)."""
-    out = subprocess.run([sys.executable, "-m", "benchmarks.mongo_writes", "--child", uri, database, str(n)],
+def pipeline(uri: str, database: str, n: int, mode: str = "--crawler") -> float:
+    """Items/s of the real pipeline (child process), in a Scrapy crawler or fed directly."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.mongo_writes", mode, uri, database, str(n)],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -81,7 +91,7 @@ def pipeline(uri: str, database: str, n: int) -> float:
     return float(result["items_per_s"])
 
 
-def _child(uri: str, database: str, n: int) -> None:
+def _crawler(uri: str, database: str, n: int) -> None:
     import scrapy
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
@@ -90,11 +100,11 @@ def _child(uri: str, database: str, n: int) -> None:
 
     class ItemSpider(scrapy.Spider):
         name = "site"
-        start_urls = ["data:,go"]
+        start_urls = [f"data:,{part}" for part in range(PARTS)]
 
         def parse(self, response: Any, **_: Any) -> Iterator[dict[str, Any]]:
-            marks["t0"] = time.perf_counter()
-            for i in range(n):
+            marks.setdefault("t0", time.perf_counter())
+            for i in range(int(response.text), n, PARTS):
                 yield page_doc(i)
 
     def scraped(item: Any, **_: Any) -> None:
@@ -115,11 +125,52 @@ def _child(uri: str, database: str, n: int) -> None:
                       "items_per_s": marks["scraped"] / span if span > 0 else 0}), flush=True)
 
 
+def _component(uri: str, database: str, n: int) -> None:
+    import asyncio
+
+    from scrapy import Spider
+    from scrapy.utils.reactor import install_reactor
+    from scrapy.utils.test import get_crawler
+
+    from distscraper.pipelines.mongo import MongoPipeline
+
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    from twisted.internet import reactor
+
+    loop: asyncio.AbstractEventLoop = reactor._asyncioEventloop  # type: ignore[attr-defined]
+    asyncio.set_event_loop(loop)
+    crawler = get_crawler(Spider, {"MONGO_URI": uri, "MONGO_DATABASE": database,
+                                   "LOG_LEVEL": "WARNING"})
+    pipe = MongoPipeline.from_crawler(crawler)
+
+    async def feed() -> float:
+        await pipe.open_spider(Spider("site"))
+        window = asyncio.Semaphore(WINDOW)
+
+        async def one(i: int) -> None:
+            await pipe.process_item(page_doc(i))
+            window.release()
+
+        tasks = []
+        t0 = time.perf_counter()
+        for i in range(n):
+            await window.acquire()
+            tasks.append(asyncio.ensure_future(one(i)))
+        await asyncio.gather(*tasks)
+        span = time.perf_counter() - t0
+        await pipe.close_spider()
+        return span
+
+    span = loop.run_until_complete(feed())
+    print(json.dumps({"scraped": n, "seconds": span, "items_per_s": n / span}), flush=True)
+
+
 def run(uri: str, *, items: int = 10_000, single_items: int = 2_000, runs: int = 3,
         server_pid: int | None = None) -> dict[str, dict[str, list[float]]]:
     """Items/s of each method, *runs* times each, interleaved; with *server_pid*, also the
     MongoDB server's CPU ms per item (the server, not the client, can be what limits)."""
     methods = {
+        "pipeline_component": lambda r: (items, pipeline(uri, f"bench_mw_c{r}", items, "--component")),
         "pipeline": lambda r: (items, pipeline(uri, f"bench_mw_p{r}", items)),
         "insert_one": lambda r: (single_items, direct(uri, f"bench_mw_i{r}", single_items, "insert_one")),
         "update_one_upsert": lambda r: (single_items, direct(uri, f"bench_mw_u{r}", single_items, "update_one")),
@@ -146,8 +197,9 @@ def _cpu(pid: int | None) -> float:
 
 
 def main() -> None:
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    if len(sys.argv) == 5 and sys.argv[1] in ("--crawler", "--component"):
+        child = _crawler if sys.argv[1] == "--crawler" else _component
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     from distscraper.sandbox.servers import MongoServer
 

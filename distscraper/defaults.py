@@ -45,9 +45,10 @@ _s("MONGO_URI", "mongodb://127.0.0.1:27017", "str",
    env="MONGO_URI")
 _s("MONGO_DATABASE", "distscraper", "str", "Database for items.")
 _s("MONGO_COLLECTION", "", "str", "Collection for items; empty means the spider's name.")
-_s("MONGO_UNIQUE_KEY", "url", "str", "Item field with a unique index; writes are upserts on it.")
+_s("MONGO_UNIQUE_KEY", "url", "str",
+   "Item field with a unique index: one document per value, inserted, or upserted (`$set`) when it is stored already.")
 _s("MONGO_BATCH_SIZE", 100, "int", "Items per bulk write.", minimum=1)
-_s("MONGO_FLUSH_INTERVAL", 0.2, "float", "Seconds before a partial batch is written (short: a request is acknowledged only once its items are stored).", minimum=0.01)
+_s("MONGO_FLUSH_INTERVAL", 0.05, "float", "Seconds before a partial batch is written (short: a request is acknowledged only once its items are stored, and a killed worker's unstored pages are fetched again).", minimum=0.01)
 _s("MONGO_BUFFER_MAX", 5000, "int",
    "Items held in memory while MongoDB is unreachable; when full, crawling pauses.", minimum=1)
 _s("MONGO_RETRY_BASE", 0.5, "float", "First back-off delay (s) after a failed write.", minimum=0.01)
@@ -65,6 +66,11 @@ _s("FRONTIER_LEASE_TIME", 0.0, "float",
    "Seconds a popped request stays leased before any node may return it to the queue. "
    "0 means DOWNLOAD_TIMEOUT + 30.", minimum=0)
 _s("FRONTIER_POP_BATCH", 8, "int", "Requests leased per Redis round trip.", minimum=1)
+_s("FRONTIER_MAX_LEASES", 0, "int",
+   "Most leased requests a worker has handed to Scrapy and not finished (downloading, parsing, "
+   "or waiting for their items to be stored); it takes no more until one ends. A killed "
+   "worker's unfinished pages are fetched again, so this bounds what a crash costs. "
+   "0 means CONCURRENT_REQUESTS.", minimum=0)
 _s("FRONTIER_PUSH_BATCH", 200, "int",
    "Buffered new requests that force a flush to Redis before the next tick.", minimum=1)
 _s("FRONTIER_TICK", 0.25, "float",

@@ -198,7 +198,7 @@ def test_process_item_returns_the_item_after_storing_it(
     assert db.items.find_one({}, {"_id": 0}) == item
 
 
-# --- upserts and the index ---------------------------------------------------
+# --- one document per key, and the index ---------------------------------------------------
 
 def test_same_key_gives_one_document_with_the_latest_fields(
         loop: asyncio.AbstractEventLoop, make_pipeline: PipelineFactory, mongo_server: Any,
@@ -217,6 +217,9 @@ def test_same_key_gives_one_document_with_the_latest_fields(
     assert db.items.count_documents({"url": url}) == 1
     assert db.items.find_one({"url": url}, {"_id": 0}) == {"url": url, "v": 3, "a": "x", "b": "y"}
     assert stat(pipeline, "mongo/items_written") == 4
+    # The later batch's insert met the stored key and was upserted at once, no back-off.
+    assert stat(pipeline, "mongo/duplicate_keys") == 1
+    assert stat(pipeline, "mongo/retries") == 0
 
 
 def test_unique_index_on_the_configured_key_and_collection(
@@ -259,9 +262,10 @@ def test_items_mongodb_refuses_are_dropped_without_holding_up_their_batch(
     pipeline = make_pipeline(mongo_server.uri, prefix, MONGO_BATCH_SIZE=4,
                              MONGO_FLUSH_INTERVAL=0.05)
     taken_id = db.items.insert_one({"url": "https://example.com/taken"}).inserted_id
+    db.items.insert_one({"url": "https://example.com/empty-name"})  # so it is upserted
     results = settle(loop, [
         pipeline.write({"url": "https://example.com/1"}),
-        pipeline.write({"url": "https://example.com/empty-name", "": 1}),  # refused at once
+        pipeline.write({"url": "https://example.com/empty-name", "": 1}),  # $set refuses ""
         pipeline.write({"url": "https://example.com/dup-id", "_id": taken_id}),  # never fits
         pipeline.write({"url": "https://example.com/2"}),
     ], timeout=20)
@@ -270,7 +274,9 @@ def test_items_mongodb_refuses_are_dropped_without_holding_up_their_batch(
     assert "11000" in str(results[2][1].value)
     assert stat(pipeline, "mongo/items_rejected") == 2
     assert stat(pipeline, "mongo/items_written") == 2
-    assert db.items.count_documents({}) == 3
+    assert db.items.count_documents({}) == 4
+    assert db.items.find_one({"url": "https://example.com/empty-name"}, {"_id": 0}) == {
+        "url": "https://example.com/empty-name"}
 
 
 # --- start-up ------------------------------------------------------------------

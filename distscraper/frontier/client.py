@@ -96,6 +96,8 @@ class Frontier:
             penalty_max_ms=int(defaults.get(settings, "THROTTLE_BACKOFF_MAX") * 1000),
         )
         self.pop_batch = defaults.get(settings, "FRONTIER_POP_BATCH")
+        self.max_leases = (defaults.get(settings, "FRONTIER_MAX_LEASES")
+                           or settings.getint("CONCURRENT_REQUESTS"))
         self.push_batch = defaults.get(settings, "FRONTIER_PUSH_BATCH")
         self.tick_s = defaults.get(settings, "FRONTIER_TICK")
         self.seed_batch = defaults.get(settings, "FRONTIER_SEED_BATCH")
@@ -114,6 +116,7 @@ class Frontier:
         self._next_pop_at = 0.0  # before this, an empty queue stays empty (or a tick will see)
         self._no_work_since: float | None = None
         self._wake_call: Any = None
+        self._ack_call: Any = None
         self._loops: list[task.LoopingCall] = []
         self._send_lock = threading.Lock()  # held from taking an outbox until Redis answered
         self._answer: tuple[Outbox, ExchangeResult | Exception, float] | None = None
@@ -152,8 +155,9 @@ class Frontier:
         for loop in self._loops:
             if loop.running:
                 loop.stop()
-        if self._wake_call is not None and self._wake_call.active():
-            self._wake_call.cancel()
+        for call in (self._wake_call, self._ack_call):
+            if call is not None and call.active():
+                call.cancel()
         with self._send_lock:  # a round trip in a thread: take its leases, to give them back
             self._settle()
         self.leases.return_all()
@@ -212,7 +216,10 @@ class Frontier:
     # -- consuming -------------------------------------------------------------------
     def pop(self) -> Request | None:
         """The next leased request for this worker, or None (the engine is asked again when
-        requests arrive). The buffer is refilled in the background before it runs dry."""
+        requests arrive). The buffer is refilled in the background before it runs dry.
+        None too while FRONTIER_MAX_LEASES handed-out leases are unfinished (an ack asks again)."""
+        if len(self.leases) - len(self.ready) >= self.max_leases:
+            return None
         if len(self.ready) <= self.pop_batch // 2 and (
                 self.outbox.pushes or time.monotonic() >= self._next_pop_at):
             self._exchange_soon(pop=self.pop_batch)
@@ -360,6 +367,19 @@ class Frontier:
 
     def should_close(self) -> bool:
         return self.max_idle > 0 and self.cluster_idle_for() >= self.max_idle
+
+    def ack_soon(self) -> None:
+        """Send the acks of this reactor turn at its end, in one round trip (unless one is
+        on its way): a worker that dies then holds as few finished pages as possible."""
+        from twisted.internet import reactor  # the reactor Scrapy installed
+
+        if self._ack_call is None or not self._ack_call.active():
+            self._ack_call = reactor.callLater(0, self._send_acks)
+
+    def _send_acks(self) -> None:
+        if self.outbox.acks:
+            self._exchange_soon(pop=0)
+            self._poke_engine()  # room under FRONTIER_MAX_LEASES again
 
     def _schedule_wake(self, delay: float) -> None:
         from twisted.internet import reactor  # the reactor Scrapy installed

@@ -4,7 +4,8 @@ A request's lease ends with an ack once (1) the spider's output for its
 response is exhausted, so every follow-up request is in the push buffer, and
 (2) every item it produced has passed the item pipelines (the MongoDB pipeline
 fires ``item_scraped`` only after the write). The ack travels in the same
-Lua round trip as, or a later one than, the follow-up requests. An item dropped
+Lua round trip as, or a later one than, the follow-up requests, sent at the end
+of the reactor turn in which it became due (unless a round trip is on its way). An item dropped
 with :class:`NotDurable` (not stored, e.g. MongoDB down while closing) gives the
 request back to the queue instead, so it is crawled again.
 """
@@ -54,6 +55,7 @@ class LeaseTrackerMiddleware:
             self.frontier.leases.end(request, "return")
         else:
             self.frontier.leases.item_finished(request)
+            self.frontier.ack_soon()
 
     def _see(self, response: Response, output: Any) -> None:
         if isinstance(output, Request):
@@ -69,6 +71,7 @@ class LeaseTrackerMiddleware:
                 yield output
         finally:
             self.frontier.leases.outputs_done(response.request)
+            self.frontier.ack_soon()
 
     async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
                                           spider: Spider | None = None) -> AsyncIterator[Any]:
@@ -78,7 +81,9 @@ class LeaseTrackerMiddleware:
                 yield output
         finally:
             self.frontier.leases.outputs_done(response.request)
+            self.frontier.ack_soon()
 
     def process_spider_exception(self, response: Response, exception: Exception,
                                  spider: Spider | None = None) -> None:
         self.frontier.leases.outputs_done(response.request)
+        self.frontier.ack_soon()

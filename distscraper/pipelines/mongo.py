@@ -1,15 +1,17 @@
-"""MongoDB item pipeline: batched upserts, written off the reactor, kept through outages.
+"""MongoDB item pipeline: batched writes, once per key, off the reactor, kept through outages.
 
 :class:`MongoPipeline` guarantees:
 
 * an item's processing completes only once MongoDB has acknowledged the bulk
   write holding it, so whatever waits for item processing (the frontier's
   acknowledgement of a request) never runs ahead of storage;
-* items are upserted (``$set``) on ``MONGO_UNIQUE_KEY``, which gets a unique
-  index at start-up, in batches of up to ``MONGO_BATCH_SIZE`` written at most
+* items are stored once per ``MONGO_UNIQUE_KEY``, which gets a unique index at
+  start-up: inserted, or, when the key is stored already (a page fetched again),
+  upserted with ``$set``, so the document ends as upserting every item would
+  leave it. Batches of up to ``MONGO_BATCH_SIZE`` are written at most
   ``MONGO_FLUSH_INTERVAL`` seconds after the oldest buffered item arrived, one
   write at a time, in a thread of the pipeline's own (the reactor never blocks);
-  items of one batch sharing a key become one upsert of their fields merged in
+  items of one batch sharing a key become one write of their fields merged in
   arrival order, which stores what writing them one by one would;
 * while MongoDB is unreachable nothing is dropped: the batch is retried with
   exponential back-off, crawling pauses once ``MONGO_BUFFER_MAX`` items are
@@ -98,7 +100,7 @@ class MongoPipeline:
         self._writer = MongoWriter(
             self.config, collection, self._in_thread, self.crawler.stats,
             grew=self._buffer_grew, shrank=self._maybe_unpause, crawl_closing=self._crawl_closing)
-        logger.info("Storing items in MongoDB at %s, collection %s.%s, upserting on %r",
+        logger.info("Storing items in MongoDB at %s, collection %s.%s, one document per %r",
                     self.config.masked_uri, self.config.database, name, self.config.unique_key)
 
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:

@@ -4,11 +4,15 @@ Functions over :class:`Entry` (no I/O, no reactor):
 
 * :func:`entry_for` buffers an item, unless :func:`unstorable` says it can never
   be stored (no unique key, not BSON, over the document size limit);
-* :func:`group` and :func:`upserts` turn a batch into one upsert per unique key,
+* :func:`group` and :func:`writes` turn a batch into one write per unique key,
   merging the items that share a key in arrival order (later fields win), which
-  stores exactly what writing them one after the other would;
+  stores exactly what writing them one after the other would. A key is first
+  inserted (several times cheaper for the server than an upsert); a key that
+  turns out to be stored already (a page fetched again after a crash, or a
+  recrawl) is retried as a ``$set`` upsert, so the result is the same as
+  upserting every time;
 * :func:`sort_out` splits a partly failed bulk write into stored, to-retry and
-  refused groups: duplicate-key races and transient server states are retried,
+  refused groups: duplicate keys and transient server states are retried,
   anything else is refused for good;
 * :func:`resolve`, :func:`refuse` and :func:`fail` settle an entry's Deferred at
   most once (a cancelled one is left alone).
@@ -16,6 +20,7 @@ Functions over :class:`Entry` (no I/O, no reactor):
 
 from __future__ import annotations
 
+import datetime
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +28,7 @@ from typing import Any
 import bson
 from bson.errors import BSONError
 from itemadapter import ItemAdapter
-from pymongo import UpdateOne
+from pymongo import InsertOne, UpdateOne
 from pymongo.errors import BulkWriteError
 from scrapy.exceptions import DropItem
 from twisted.internet.defer import Deferred
@@ -33,9 +38,9 @@ from distscraper.frontier.tracker import NotDurable
 
 #: The largest document MongoDB stores.
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-#: Duplicate-key errors: an upsert that raced another one on the same key.
+#: Duplicate-key errors: the key is already stored (an insert), or an upsert raced another one.
 DUPLICATE_KEY_CODES = frozenset({11000, 11001})
-#: Attempts an item gets while its upsert keeps hitting duplicate-key errors.
+#: Attempts an item gets while its writes keep hitting duplicate-key errors.
 MAX_CONFLICT_ATTEMPTS = 5
 #: Per-operation error codes of transient server states, retried like an outage.
 TRANSIENT_CODES = frozenset({6, 7, 24, 50, 64, 89, 91, 112, 189, 262, 9001, 10107, 11600,
@@ -64,17 +69,34 @@ class Entry:
     doc: dict[str, Any]
     added: float
     deferred: Deferred[Any] = field(default_factory=Deferred)
-    conflicts: int = 0
+    conflicts: int = 0  # duplicate-key errors so far; after the first, its key is upserted
 
 
 def entry_for(item: Any, unique_key: str) -> Entry | DropItem:
     """The buffer entry of *item*, or the DropItem to fail it with if it can never be stored."""
-    doc = ItemAdapter(item).asdict()
+    doc = {name: _plain(value) for name, value in ItemAdapter(item).items()}
     key = doc.get(unique_key)
     problem = unstorable(doc, key, unique_key)
     if problem is not None:
         return DropItem(f"Item not stored in MongoDB: {problem}")
     return Entry(item, key, doc, time.monotonic())
+
+
+#: Values stored as they are (ItemAdapter.asdict would ask every adapter about each).
+_SCALARS = (str, int, float, bool, type(None), bytes, datetime.datetime)
+
+
+def _plain(value: Any) -> Any:
+    """*value* with the items nested in it turned into dicts, as ItemAdapter.asdict does."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if ItemAdapter.is_item(value):
+        return {k: _plain(v) for k, v in ItemAdapter(value).items()}
+    return value
 
 
 def unstorable(doc: dict[str, Any], key: Any, unique_key: str) -> str | None:
@@ -98,9 +120,14 @@ def group(entries: list[Entry]) -> list[Group]:
     return list(groups.values())
 
 
-def upserts(groups: list[Group], unique_key: str) -> list[UpdateOne]:
-    """One ``$set`` upsert per group, of its items' fields merged in arrival order."""
+def writes(groups: list[Group], unique_key: str) -> list[InsertOne[Any] | UpdateOne]:
+    """One write per group, of its items' fields merged in arrival order.
+
+    An insert while no item of the group has met its key already stored, else a
+    ``$set`` upsert.
+    """
     return [UpdateOne({unique_key: g[-1].key}, {"$set": _merged(g)}, upsert=True)
+            if any(e.conflicts for e in g) else InsertOne(dict(_merged(g)))  # insert adds _id
             for g in groups]
 
 
@@ -128,7 +155,7 @@ def sort_out(details: dict[str, Any], groups: list[Group]
 
 
 def only_conflicts(exc: BaseException) -> bool:
-    """True for a bulk write that failed only by racing other upserts on the same keys."""
+    """True for a bulk write that failed only on keys already stored (or raced by others)."""
     return (isinstance(exc, BulkWriteError) and not exc.details.get("writeConcernErrors")
             and all(e.get("code") in DUPLICATE_KEY_CODES
                     for e in exc.details.get("writeErrors", [])))
@@ -156,7 +183,7 @@ def fail(entry: Entry, exc: Exception) -> None:
 
 def _retryable(error: dict[str, Any], grp: Group) -> bool:
     code = error.get("code")
-    if code in DUPLICATE_KEY_CODES:  # a concurrent upsert won the insert: retry updates
+    if code in DUPLICATE_KEY_CODES:  # already stored, or a concurrent upsert won: upsert
         for entry in grp:
             entry.conflicts += 1
         return max(e.conflicts for e in grp) < MAX_CONFLICT_ATTEMPTS

@@ -6,7 +6,8 @@
   attempt up to ``MONGO_RETRY_MAX``;
 * a streak of failures is logged once when it starts (WARNING for an outage or
   a transient refusal, ERROR with the traceback for anything unexpected) and
-  once when MongoDB accepts writes again (INFO); duplicate-key races are DEBUG;
+  once when MongoDB accepts writes again (INFO); keys already stored are no
+  failure (the writer upserts them at once, without this back-off);
 * once the crawl is closing, retries stop ``MONGO_CLOSE_TIMEOUT`` seconds after
   the first failure seen while closing: :meth:`Outage.next_delay` then says to
   give up, and :meth:`Outage.gave_up` logs it in one ERROR line.
@@ -20,7 +21,6 @@ import time
 from pymongo.errors import BulkWriteError, ConnectionFailure
 from twisted.python.failure import Failure
 
-from distscraper.pipelines.mongo_batch import only_conflicts
 from distscraper.pipelines.mongo_client import LOGGER_NAME, MongoConfig, describe
 
 logger = logging.getLogger(LOGGER_NAME)
@@ -38,9 +38,6 @@ class Outage:
     def failed(self, failure: Failure, unwritten: int) -> None:
         """Log the first failure of a streak (the recovery is logged too)."""
         exc = failure.value
-        if only_conflicts(exc):
-            logger.debug("Upsert raced another writer (%s); retrying", describe(exc))
-            return
         if self._failing_since is not None:
             return
         self._failing_since = time.monotonic()

@@ -38,7 +38,7 @@ logger = logging.getLogger(LOGGER_NAME)
 
 
 class MongoWriter:
-    """Buffer items and upsert them into *collection* in batches, through outages.
+    """Buffer items and write them into *collection* in batches, through outages.
 
     *run* runs a blocking call in the writer's thread and returns its Deferred.
     *grew* and *shrank* get the number of unwritten items after it grew or a
@@ -123,11 +123,11 @@ class MongoWriter:
         self._flush_call = None
 
     def _attempt(self) -> None:
-        """Write the current batch: one upsert per unique key."""
+        """Write the current batch: one insert (or upsert) per unique key."""
         self._retry_call = None
         assert self._batch is not None and self._collection is not None
         groups = batching.group(self._batch)
-        ops = batching.upserts(groups, self.config.unique_key)
+        ops = batching.writes(groups, self.config.unique_key)
         d = self._run(self._collection.bulk_write, ops, ordered=False)
         d.addCallbacks(self._written, self._failed, callbackArgs=(groups,), errbackArgs=(groups,))
         d.addErrback(self._internal_error)
@@ -139,8 +139,9 @@ class MongoWriter:
         self._after_write()
 
     def _failed(self, failure: Failure, groups: list[Group]) -> None:
-        self._stats.inc_value("mongo/write_errors")
         exc = failure.value
+        conflicts_only = batching.only_conflicts(exc)
+        self._stats.inc_value("mongo/duplicate_keys" if conflicts_only else "mongo/write_errors")
         if isinstance(exc, BulkWriteError):
             stored, retry, refused = batching.sort_out(exc.details, groups)
             for group, error in refused:
@@ -155,6 +156,9 @@ class MongoWriter:
             self._after_write()
             return
         self._batch = retry
+        if conflicts_only:  # keys already stored: upsert them now, no back-off
+            self._attempt()
+            return
         self._outage.failed(failure, self.unwritten)
         self._schedule_retry()
 
