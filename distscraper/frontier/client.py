@@ -291,7 +291,8 @@ class Frontier:
             return
         self._settle()
         box = self.outbox.take()
-        deferToThread(self._send, box, pop, seeds).addBoth(lambda _: self._settle())
+        deferToThread(self._send, box, pop, seeds, dict(self.leases.slots_held)).addBoth(
+            lambda _: self._settle())
 
     def _exchange(self, pop: int = 0, seeds: int = 0) -> ExchangeResult | None:
         """A round trip now, after the one on its way (used when closing)."""
@@ -299,15 +300,16 @@ class Frontier:
             return None
         self._send_lock.acquire()
         self._settle()
-        self._send(self.outbox.take(), pop, seeds)
+        self._send(self.outbox.take(), pop, seeds, dict(self.leases.slots_held))
         return self._settle()
 
-    def _send(self, box: Outbox, pop: int, seeds: int) -> None:
+    def _send(self, box: Outbox, pop: int, seeds: int, slots_held: dict[str, int]) -> None:
         """Run the exchange script (in any thread); the caller holds the send lock."""
         started = time.perf_counter()
         try:
             outcome: ExchangeResult | Exception = self.store.exchange(  # type: ignore[union-attr]
-                box, ExchangeParams(**self.params_base), pop=pop, seeds=seeds)
+                box, ExchangeParams(**self.params_base), pop=pop, seeds=seeds,
+                slots_held=slots_held)
         except Exception as exc:  # noqa: BLE001 - kept and retried, never lost
             outcome = exc
         self._answer = (box, outcome, (time.perf_counter() - started) * 1000)

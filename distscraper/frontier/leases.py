@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -41,6 +42,9 @@ class LeaseBook:
         self.outbox = outbox
         self._leases: dict[int, Lease] = {}
         self._ids = itertools.count(1)
+        #: domain -> cluster-wide slots this worker's leases hold (the exchange script
+        #: keeps each worker to its share of a domain's slots).
+        self.slots_held: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -52,6 +56,8 @@ class LeaseBook:
         lease_id = next(self._ids)
         request.meta[LEASE_META] = lease_id
         self._leases[lease_id] = Lease(payload, domain, token)
+        if token:
+            self.slots_held[domain] += 1
 
     def of(self, request: Request) -> tuple[int, Lease] | tuple[None, None]:
         lease_id = request.meta.get(LEASE_META)
@@ -61,7 +67,11 @@ class LeaseBook:
     def forget_stale(self, older_than: float) -> Iterator[Lease]:
         """Stop holding leases taken before *older_than*: they expire and another node redoes them."""
         for lease_id in [i for i, lease in self._leases.items() if lease.taken_at < older_than]:
-            yield self._leases.pop(lease_id)
+            lease = self._leases.pop(lease_id)
+            if lease.token and not lease.slot_released:  # its slot frees when the lease expires
+                lease.slot_released = True
+                self._slot_gone(lease.domain)
+            yield lease
 
     # -- progress of a leased response ---------------------------------------------
     def release_slot(self, request: Request) -> None:
@@ -74,6 +84,12 @@ class LeaseBook:
         if lease.token and not lease.slot_released:
             lease.slot_released = True
             self.outbox.slot_releases.append((lease.domain, lease.token))
+            self._slot_gone(lease.domain)
+
+    def _slot_gone(self, domain: str) -> None:
+        self.slots_held[domain] -= 1
+        if self.slots_held[domain] <= 0:
+            del self.slots_held[domain]
 
     def item_started(self, request: Request) -> None:
         _, lease = self.of(request)

@@ -150,10 +150,17 @@ class FrontierStore:
         self._renew = server.register_script(lua("renew.lua"))
 
     def exchange(self, outbox: Outbox, params: ExchangeParams, *, pop: int = 0,
-                 seeds: int = 0) -> ExchangeResult:
+                 seeds: int = 0, slots_held: dict[str, int] | None = None) -> ExchangeResult:
+        """Send *outbox*, lease up to *pop* requests and read up to *seeds* seeds, atomically.
+
+        *slots_held* (domain -> slots this worker's leases hold) keeps the worker to its
+        share of each domain's cluster-wide slots: ceil(slots / live workers).
+        """
+        held = list((slots_held or {}).items())
         argv = [self.keys.prefix + ":", params.lease_ms, params.node, pop,
                 params.delay_ms, params.concurrency, params.slot_ttl_ms, params.reap_batch, seeds,
-                params.recover_ms, params.penalty_base_ms, params.penalty_max_ms, *outbox.args()]
+                params.recover_ms, params.penalty_base_ms, params.penalty_max_ms, *outbox.args(),
+                len(held), *(x for row in held for x in row)]
         popped, seed_list, new, dups, reaped, work, wake = self._exchange(args=argv)
         triples = [(popped[i], popped[i] if popped[i + 1] == b"1" else b"", popped[i + 2].decode())
                    for i in range(0, len(popped), 3)]

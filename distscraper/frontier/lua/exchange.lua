@@ -4,10 +4,11 @@
 -- dupefilter, then acks, retries, dead letters, quarantines, returned leases,
 -- slot releases, seed bookkeeping, throttle updates, counters); return expired
 -- leases, due retries and stale seed reads to the queue; lease up to max_pop
--- requests from domains whose politeness slot is free; read up to seed_n seeds.
+-- requests from domains whose politeness slot is free, at most this worker's
+-- share of each domain's slots; read up to seed_n seeds.
 --
 -- The dupefilter's `seen_add(fp)` (1 = new, 0 = seen) is prepended by Python.
--- Redis's own cost is mostly per redis.call, so the script keeps what it can in
+-- Redis's own cost is mostly per redis.call and per number formatted, so the script keeps what it can in
 -- Lua for the length of one call: the queue sequence, the counters and the
 -- seen-set fill are written back once at the end; the throttle settings and
 -- each domain's place in the schedule are read at most once.
@@ -275,6 +276,19 @@ for _ = 1, tonumber(arg()) do
   bump(field, tonumber(n))
 end
 
+-- 10b. this worker's share of each domain's slots: ceil(slots / live workers), so
+-- the workers of a cluster crawling few domains all get work
+local held = {}
+for _ = 1, tonumber(arg()) do
+  local d, n = arg(), tonumber(arg())
+  held[d] = n
+end
+local SHARE = CONC
+if CONC > 0 and MAX_POP > 0 then
+  local live = redis.call('ZCARD', P .. 'nodes')
+  if live > 1 then SHARE = math.ceil(CONC / live) end
+end
+
 -- 11. recovery: expired leases, due retries, stale seed reads
 local reaped = 0
 for _, payload in ipairs(redis.call('ZRANGEBYSCORE', K_INF, '-inf', now, 'LIMIT', 0, REAP)) do
@@ -306,6 +320,7 @@ end
 -- under that band instead of being leased, so bands are served in order
 -- without looking at each queue's head after every pop.
 local popped = {}
+local skipped = {} -- domains whose share this worker holds: score, domain (put back below)
 local guard = 0
 while #popped < 3 * MAX_POP and guard < 4 * MAX_POP do
   guard = guard + 1
@@ -313,49 +328,58 @@ while #popped < 3 * MAX_POP and guard < 4 * MAX_POP do
   local d = top[1]
   if not d then break end
   local ready_band = band(tonumber(top[2]))
-  local q = P .. 'requests:' .. d
-  local sk = P .. 'slots:' .. d
-  local delay = domain_delay(d)
-  local full = false
-  if CONC > 0 then
-    local held = redis.call('ZCARD', sk)
-    if held >= CONC then
-      redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
-      held = redis.call('ZCARD', sk)
-    end
-    full = held >= CONC
-  end
-  if full then
-    redis.call('ZADD', K_WAIT, now + math.max(delay, 50), d)
+  local mine = held[d] or 0
+  if CONC > 0 and mine >= SHARE then
+    skipped[#skipped + 1] = top[2]
+    skipped[#skipped + 1] = d
   else
-    local item = redis.call('ZPOPMIN', q)
-    local item_band = item[1] and band(tonumber(item[2]))
-    if item_band and item_band > ready_band then
-      redis.call('ZADD', q, item[2], item[1])
-      redis.call('ZADD', K_READY, int(item_band * TWO32 + next_seq()), d)
-    elseif item_band then
-      redis.call('ZADD', K_INF, LEASE_END, item[1])
-      local token = ''
-      if CONC > 0 then
-        -- The slot is held by the leased payload itself, so a lease that expires
-        -- (its worker died) frees its slot at once, in `requeue`.
-        token = '1'
-        redis.call('ZADD', sk, SLOT_END, item[1])
-        redis.call('PEXPIRE', sk, ARGV[7])
+    local q = P .. 'requests:' .. d
+    local sk = P .. 'slots:' .. d
+    local delay = domain_delay(d)
+    local full = false
+    if CONC > 0 then
+      local taken = redis.call('ZCARD', sk)
+      if taken >= CONC then
+        redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
+        taken = redis.call('ZCARD', sk)
       end
-      popped[#popped + 1] = item[1]
-      popped[#popped + 1] = token
-      popped[#popped + 1] = d
-      if delay > 0 then
-        thr_hset(d .. '|next', now + delay)
-        redis.call('ZADD', K_WAIT, now + delay, d)
-      else
-        -- to the back of its band (round robin); an emptied queue drops out when next popped
-        redis.call('ZADD', K_READY, int(ready_band * TWO32 + next_seq()), d)
+      full = taken >= CONC
+    end
+    if full then
+      redis.call('ZADD', K_WAIT, now + math.max(delay, 50), d)
+    else
+      local item = redis.call('ZPOPMIN', q)
+      local item_band = item[1] and band(tonumber(item[2]))
+      if item_band and item_band > ready_band then
+        redis.call('ZADD', q, item[2], item[1])
+        redis.call('ZADD', K_READY, int(item_band * TWO32 + next_seq()), d)
+      elseif item_band then
+        redis.call('ZADD', K_INF, LEASE_END, item[1])
+        local token = ''
+        if CONC > 0 then
+          -- The slot is held by the leased payload itself, so a lease that expires
+          -- (its worker died) frees its slot at once, in `requeue`.
+          token = '1'
+          redis.call('ZADD', sk, SLOT_END, item[1])
+          redis.call('PEXPIRE', sk, ARGV[7])
+        end
+        popped[#popped + 1] = item[1]
+        popped[#popped + 1] = token
+        popped[#popped + 1] = d
+        held[d] = mine + 1
+        if delay > 0 then
+          thr_hset(d .. '|next', now + delay)
+          redis.call('ZADD', K_WAIT, now + delay, d)
+        else
+          -- to the back of its band (round robin); an emptied queue drops out when next popped
+          redis.call('ZADD', K_READY, int(ready_band * TWO32 + next_seq()), d)
+        end
       end
     end
   end
 end
+
+if #skipped > 0 then redis.call('ZADD', K_READY, unpack(skipped)) end
 
 -- 13. seeds
 local seeds = {}
