@@ -22,7 +22,7 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
     "delayed": ("zset", "Requests waiting to be retried; score = due time, ms."),
     "dead": ("hash", "Requests that ran out of retries: fingerprint -> JSON record."),
     "quarantine": ("list", "Queue entries that could not be decoded, as JSON `{entry, reason, at}`."),
-    "slots:<domain>": ("zset", "Cluster-wide download slots of one domain: the leased payloads holding them (score: expiry, ms); an expired lease frees its slot."),
+    "slots:<domain>": ("zset", "Cluster-wide download slots of one domain: the leased payloads holding them (score: expiry, ms); an expired lease frees its slot. A worker takes at most ceil(slots / live workers) of them."),
     "throttle": ("hash", "Per-domain politeness (ms): `<domain>|next` (earliest next start), `<domain>|crawl_delay`, `<domain>|penalty`, `<domain>|penalty_at`."),
     "seq": ("string", "Counter for FIFO order within a priority band and round robin between domains."),
     "stats": ("hash", "Cluster counters: pages, items, retries, dead, duplicates, ..."),
