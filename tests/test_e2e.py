@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from cluster import Cluster, fetched_twice
 
 
@@ -15,6 +17,9 @@ def test_three_workers_store_every_page_once(redis_server, mongo_server, prefix,
     cluster.assert_complete(web)
     assert len(cluster.stored()) >= 2000
     assert fetched_twice(web) == []
+    # One site, one domain: its cluster-wide slots are shared out, so every worker fetches.
+    per_node = Counter(d["node"] for d in cluster.collection.find({}, {"node": 1}))
+    assert len(per_node) == 3 and min(per_node.values()) >= 100, per_node
     # Closing workers never deletes the shared seen-set.
     assert cluster.snapshot().seen >= 2000
     # Scrapy 2.19 and scrapy-redis 0.9.1 log no deprecation warnings.
