@@ -97,7 +97,7 @@ class Frontier:
         )
         self.pop_batch = defaults.get(settings, "FRONTIER_POP_BATCH")
         self.max_leases = (defaults.get(settings, "FRONTIER_MAX_LEASES")
-                           or settings.getint("CONCURRENT_REQUESTS"))
+                           or 2 * settings.getint("CONCURRENT_REQUESTS"))
         self.push_batch = defaults.get(settings, "FRONTIER_PUSH_BATCH")
         self.tick_s = defaults.get(settings, "FRONTIER_TICK")
         self.seed_batch = defaults.get(settings, "FRONTIER_SEED_BATCH")
@@ -119,7 +119,8 @@ class Frontier:
         self._ack_call: Any = None
         self._loops: list[task.LoopingCall] = []
         self._send_lock = threading.Lock()  # held from taking an outbox until Redis answered
-        self._answer: tuple[Outbox, ExchangeResult | Exception, float] | None = None
+        self._answer: tuple[Outbox, int, ExchangeResult | Exception, float] | None = None
+        self._pop_asked = 0  # a pop asked for while a round trip was on its way: follows it
 
     @property
     def stats(self) -> Any:
@@ -286,13 +287,23 @@ class Frontier:
             self._redis_down(exc)
 
     def _exchange_soon(self, pop: int = 0, seeds: int = 0) -> None:
-        """A round trip in a thread; skipped while one is on its way (it will be followed)."""
-        if self.store is None or not self.outage.may_try() or not self._send_lock.acquire(blocking=False):
+        """A round trip in a thread. While one is on its way, changes wait for the next
+        one, and a pop asked for now is made as soon as it is back."""
+        if self.store is None or not self.outage.may_try():
+            return
+        if not self._send_lock.acquire(blocking=False):
+            self._pop_asked = max(self._pop_asked, pop)
             return
         self._settle()
         box = self.outbox.take()
         deferToThread(self._send, box, pop, seeds, dict(self.leases.slots_held)).addBoth(
-            lambda _: self._settle())
+            lambda _: self._after_send())
+
+    def _after_send(self) -> None:
+        self._settle()
+        pop, self._pop_asked = self._pop_asked, 0
+        if pop and len(self.ready) <= self.pop_batch // 2:
+            self._exchange_soon(pop=pop)
 
     def _exchange(self, pop: int = 0, seeds: int = 0) -> ExchangeResult | None:
         """A round trip now, after the one on its way (used when closing)."""
@@ -312,7 +323,7 @@ class Frontier:
                 slots_held=slots_held)
         except Exception as exc:  # noqa: BLE001 - kept and retried, never lost
             outcome = exc
-        self._answer = (box, outcome, (time.perf_counter() - started) * 1000)
+        self._answer = (box, pop, outcome, (time.perf_counter() - started) * 1000)
         self._send_lock.release()
 
     def _settle(self) -> ExchangeResult | None:
@@ -320,7 +331,7 @@ class Frontier:
         answer, self._answer = self._answer, None
         if answer is None:
             return None
-        box, result, took_ms = answer
+        box, pop, result, took_ms = answer
         if isinstance(result, Exception):
             if not isinstance(result, REDIS_ERRORS):
                 logger.error("Frontier exchange failed; its changes are kept and retried: %r", result)
@@ -342,7 +353,7 @@ class Frontier:
         self._track_idle(result)
         if result.popped or result.seeds:
             self._poke_engine()
-        else:
+        elif pop:
             # Nothing to lease now: ask again when the next domain is due, or at the next tick.
             wait = min(result.wake_ms / 1000, self.tick_s) if result.wake_ms >= 0 else self.tick_s
             self._next_pop_at = time.monotonic() + max(wait, 0.005)
@@ -380,7 +391,8 @@ class Frontier:
 
     def _send_acks(self) -> None:
         if self.outbox.acks:
-            self._exchange_soon(pop=0)
+            # The same round trip refills the buffer when it runs low (as pop() would).
+            self._exchange_soon(pop=self.pop_batch if len(self.ready) <= self.pop_batch // 2 else 0)
             self._poke_engine()  # room under FRONTIER_MAX_LEASES again
 
     def _schedule_wake(self, delay: float) -> None:

@@ -44,10 +44,39 @@ def _json_safe(value: Any, where: str) -> Any:
     return value
 
 
+def _method_name(spider: Spider | None, func: Any) -> str | None:
+    """The name of the spider method *func* is, or None if it is not one by its own name."""
+    name = getattr(func, "__name__", None)
+    bound = getattr(spider, name, None) if spider is not None and isinstance(name, str) else None
+    if bound is not None and getattr(bound, "__func__", None) is getattr(func, "__func__", None) is not None:
+        return name
+    return None
+
+
+def _as_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
+    """``request.to_dict(spider=spider)``, without its search through every spider member
+    when the callback and errback are spider methods under their own names."""
+    names = {}
+    for attr in ("callback", "errback"):
+        func = getattr(request, attr)
+        if callable(func):
+            names[attr] = _method_name(spider, func)
+            if names[attr] is None:  # Scrapy finds it another way, or raises ValueError
+                return request.to_dict(spider=spider)
+        else:
+            names[attr] = func
+    d: dict[str, Any] = {"url": request.url, **names, "headers": dict(request.headers)}
+    for attr in request.attributes:
+        d.setdefault(attr, getattr(request, attr))
+    if type(request) is not Request:
+        d["_class"] = type(request).__module__ + "." + type(request).__name__
+    return d
+
+
 def encode(request: Request, spider: Spider | None, fingerprint: bytes, *,
            attempts: int = 0, first_attempt: float | None = None) -> bytes:
     """Serialize *request* to the payload stored in Redis."""
-    d = request.to_dict(spider=spider)
+    d = _as_dict(request, spider)
     out: dict[str, Any] = {"u": d["url"], "d": domain_of(request), "f": fingerprint.hex()}
     if d.get("priority"):
         out["p"] = int(d["priority"])
