@@ -147,6 +147,7 @@ def chaos(lab: Lab, site: StaticSite, variant: str, *, n_workers: int = 3, seed_
         "variant": variant, "workers": n_workers, "pages": len(expected), "seconds": round(duration, 1),
         "kills": len(kills), "kills_that_lost_leases": sum(1 for k in kills if k.lost),
         "stored": len(stored), "lost": len(expected - stored),
+        "stored_outside_site": sorted(stored - expected)[:10],
         "fetched_more_than_once": twice, "extra_fetches": extra,
         "fetched_twice_pct": round(100 * twice / len(expected), 2),
         "longest_pause_s": round(gap, 1),  # the longest time no worker fetched anything
