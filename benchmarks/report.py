@@ -36,7 +36,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def nested(result: dict[str, Any]) -> list[str]:
-    """A result dict of another engineer's benchmark: scalars as a list, sub-dicts as a table."""
+    """A benchmark's own result dict: scalars as a list, sub-dicts as a table."""
     scalars = {k: v for k, v in result.items() if not isinstance(v, dict)}
     subs = [{"": k, **{kk: vv for kk, vv in v.items() if not isinstance(vv, dict)}}
             for k, v in result.items() if isinstance(v, dict)]

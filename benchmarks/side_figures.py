@@ -3,12 +3,13 @@ politeness cost and chaos. Same figure dicts as :mod:`benchmarks.figures`."""
 
 from __future__ import annotations
 
-import importlib
 import statistics
 import traceback
 from typing import Any
 
 from benchmarks import capacity, mongo_writes
+from benchmarks import politeness as politeness_bench
+from benchmarks import seen_memory as seen_memory_bench
 from benchmarks.chaos import LEASE_S, chaos, chaos_site
 from benchmarks.figures import check, ratio
 from benchmarks.lab import Lab
@@ -84,31 +85,25 @@ def mongo(lab: Lab, runs: int, items: int, single_items: int) -> dict[str, Any]:
     }
 
 
-def _optional(module: str) -> Any:
-    """benchmarks.<module> written by another engineer, or None when it is missing or broken."""
-    try:
-        return importlib.import_module(f"benchmarks.{module}")
-    except ImportError:
-        return None
-
-
 def _get(d: Any, *path: str) -> Any:
     for key in path:
         d = d.get(key) if isinstance(d, dict) else None
     return d
 
 
+def _failed(title: str, what: str) -> dict[str, Any]:
+    """The figure of a benchmark whose run() raised: reported, the rest of the run goes on."""
+    return {"title": title, "rows": [], "checks": [check(what, None, "-", None,
+                                                         "run() failed: " + traceback.format_exc(limit=2)[-300:])]}
+
+
 def seen_memory(urls: int) -> dict[str, Any]:
-    mod = _optional("seen_memory")
     title = "7. Seen-set memory"
-    if mod is None:
-        return {"title": title, "rows": [], "checks": [check("seen-set memory", None, "-", None, "benchmarks/seen_memory.py missing")]}
     print(f"[bench] fig 7: seen-set memory, {urls} URLs", flush=True)
     try:
-        result = mod.run(urls=urls)
-    except Exception:  # another engineer's module: report, do not abort the whole run
-        return {"title": title, "rows": [], "checks": [check("seen-set memory", None, "-", None,
-                                                            "run() failed: " + traceback.format_exc(limit=2)[-300:])]}
+        result = seen_memory_bench.run(urls=urls)
+    except Exception:  # noqa: BLE001 - one failed figure must not abort the whole run
+        return _failed(title, "seen-set memory")
     bloom, fp = _get(result, "bloom", "bytes_per_url"), _get(result, "bloom", "false_positive_rate")
     exact, anchor = _get(result, "exact", "bytes_per_url"), _get(result, "scrapy_redis", "bytes_per_url")
     return {
@@ -123,16 +118,12 @@ def seen_memory(urls: int) -> dict[str, Any]:
 
 
 def politeness() -> dict[str, Any]:
-    mod = _optional("politeness")
     title = "8. Politeness cost"
-    if mod is None:
-        return {"title": title, "checks": [check("politeness cost", None, "-", None, "benchmarks/politeness.py missing")]}
     print("[bench] fig 8: politeness cost", flush=True)
     try:
-        result = mod.run()
-    except Exception:
-        return {"title": title, "checks": [check("politeness cost", None, "-", None,
-                                                 "run() failed: " + traceback.format_exc(limit=2)[-300:])]}
+        result = politeness_bench.run()
+    except Exception:  # noqa: BLE001 - one failed figure must not abort the whole run
+        return _failed(title, "politeness cost")
     return {"title": title, "result": result, "checks": []}
 
 

@@ -67,10 +67,11 @@ _s("FRONTIER_LEASE_TIME", 0.0, "float",
    "0 means DOWNLOAD_TIMEOUT + 30.", minimum=0)
 _s("FRONTIER_POP_BATCH", 8, "int", "Requests leased per Redis round trip.", minimum=1)
 _s("FRONTIER_MAX_LEASES", 0, "int",
-   "Most leased requests a worker has handed to Scrapy and not finished (downloading, parsing, "
-   "or waiting for their items to be stored); it takes no more until one ends. A killed "
-   "worker's unfinished pages are fetched again, so this bounds what a crash costs. "
-   "0 means 2 x CONCURRENT_REQUESTS.", minimum=0)
+   "Most leased requests a worker has handed to Scrapy and not yet parsed (downloading, or "
+   "downloaded and waiting for the spider); it takes no more until one is parsed. A killed "
+   "worker's unfinished pages are fetched again, so this (with MONGO_FLUSH_INTERVAL for "
+   "pages whose items are being stored) bounds what a crash costs. 0 means 2 x CONCURRENT_REQUESTS.",
+   minimum=0)
 _s("FRONTIER_PUSH_BATCH", 200, "int",
    "Buffered new requests that force a flush to Redis before the next tick.", minimum=1)
 _s("FRONTIER_TICK", 0.25, "float",

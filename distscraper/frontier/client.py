@@ -218,8 +218,9 @@ class Frontier:
     def pop(self) -> Request | None:
         """The next leased request for this worker, or None (the engine is asked again when
         requests arrive). The buffer is refilled in the background before it runs dry.
-        None too while FRONTIER_MAX_LEASES handed-out leases are unfinished (an ack asks again)."""
-        if len(self.leases) - len(self.ready) >= self.max_leases:
+        None too while FRONTIER_MAX_LEASES handed-out requests are not parsed yet (the engine
+        is asked again when one is done)."""
+        if len(self.leases) - len(self.ready) - self.leases.storing >= self.max_leases:
             return None
         if len(self.ready) <= self.pop_batch // 2 and (
                 self.outbox.pushes or time.monotonic() >= self._next_pop_at):
@@ -382,8 +383,9 @@ class Frontier:
         return self.max_idle > 0 and self.cluster_idle_for() >= self.max_idle
 
     def ack_soon(self) -> None:
-        """Send the acks of this reactor turn at its end, in one round trip (unless one is
-        on its way): a worker that dies then holds as few finished pages as possible."""
+        """A lease progressed (parsed, stored): at the end of this reactor turn, send its
+        acks in one round trip (unless one is on its way), so a worker that dies holds as
+        few finished pages as possible, and let the engine ask for more requests."""
         from twisted.internet import reactor  # the reactor Scrapy installed
 
         if self._ack_call is None or not self._ack_call.active():
@@ -393,7 +395,7 @@ class Frontier:
         if self.outbox.acks:
             # The same round trip refills the buffer when it runs low (as pop() would).
             self._exchange_soon(pop=self.pop_batch if len(self.ready) <= self.pop_batch // 2 else 0)
-            self._poke_engine()  # room under FRONTIER_MAX_LEASES again
+        self._poke_engine()  # room under FRONTIER_MAX_LEASES again
 
     def _schedule_wake(self, delay: float) -> None:
         from twisted.internet import reactor  # the reactor Scrapy installed

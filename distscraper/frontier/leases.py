@@ -45,6 +45,8 @@ class LeaseBook:
         #: domain -> cluster-wide slots this worker's leases hold (the exchange script
         #: keeps each worker to its share of a domain's slots).
         self.slots_held: Counter[str] = Counter()
+        #: leases whose response is parsed and whose items are being stored
+        self.storing = 0
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -68,6 +70,8 @@ class LeaseBook:
         """Stop holding leases taken before *older_than*: they expire and another node redoes them."""
         for lease_id in [i for i, lease in self._leases.items() if lease.taken_at < older_than]:
             lease = self._leases.pop(lease_id)
+            if lease.outputs_done:
+                self.storing -= 1
             if lease.token and not lease.slot_released:  # its slot frees when the lease expires
                 lease.slot_released = True
                 self._slot_gone(lease.domain)
@@ -104,8 +108,9 @@ class LeaseBook:
 
     def outputs_done(self, request: Request) -> None:
         lease_id, lease = self.of(request)
-        if lease is not None:
+        if lease is not None and not lease.outputs_done:
             lease.outputs_done = True
+            self.storing += 1
             self._maybe_ack(lease_id, lease)
 
     def _maybe_ack(self, lease_id: int, lease: Lease) -> None:
@@ -127,6 +132,8 @@ class LeaseBook:
         lease = self._leases.pop(lease_id, None)
         if lease is None:
             return
+        if lease.outputs_done:
+            self.storing -= 1
         self._release_slot(lease)
         box = self.outbox
         if how == "ack":
