@@ -1,8 +1,9 @@
-"""Unit tests of pure logic: seeds, links, priorities, codec, masking, back-off, settings."""
+"""Unit tests of pure logic: seeds, links, priorities, codec, masking, back-off, settings, lease bookkeeping."""
 
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 from scrapy import Request, Spider
@@ -139,3 +140,24 @@ def test_settings_errors_name_the_setting_and_value():
         defaults.get(Settings({"MONGO_BATCH_SIZE": "many"}), "MONGO_BATCH_SIZE")
     assert defaults.get(Settings({"SITE_DENY": '["a,b", "c"]'}), "SITE_DENY") == ["a,b", "c"]
     assert defaults.get(Settings({}), "MONGO_DATABASE") == "distscraper"
+
+
+def test_lease_book_counts_slots_held_and_pages_being_stored():
+    from distscraper.frontier.leases import LeaseBook
+    from distscraper.frontier.store import Outbox
+
+    book = LeaseBook(Outbox())
+    a, b, c = (Request(f"http://a.test/{i}") for i in range(3))
+    book.add(a, b"pa", "a.test", b"pa")
+    book.add(b, b"pb", "a.test", b"pb")
+    book.add(c, b"pc", "c.test", b"")  # no per-domain limit: holds no slot
+    assert book.slots_held == {"a.test": 2}
+    book.release_slot(a)  # left the downloader
+    book.item_started(a)
+    book.outputs_done(a)  # parsed; its item is being stored
+    assert book.slots_held == {"a.test": 1} and book.storing == 1
+    book.item_finished(a)  # stored: acked
+    assert book.storing == 0 and book.outbox.acks == [(b"pa", "a.test")]
+    book.outputs_done(c)  # no items: acked at once
+    assert book.storing == 0 and len(book) == 1
+    assert list(book.forget_stale(time.monotonic() + 1)) and book.slots_held == {}

@@ -69,9 +69,8 @@ class LeaseBook:
     def forget_stale(self, older_than: float) -> Iterator[Lease]:
         """Stop holding leases taken before *older_than*: they expire and another node redoes them."""
         for lease_id in [i for i, lease in self._leases.items() if lease.taken_at < older_than]:
-            lease = self._leases.pop(lease_id)
-            if lease.outputs_done:
-                self.storing -= 1
+            lease = self._take(lease_id)
+            assert lease is not None
             if lease.token and not lease.slot_released:  # its slot frees when the lease expires
                 lease.slot_released = True
                 self._slot_gone(lease.domain)
@@ -129,11 +128,9 @@ class LeaseBook:
     def finalize(self, lease_id: int, how: str, **info: Any) -> None:
         """End a lease: ``ack``, ``return``, ``retry`` (needs new_payload, due_ms),
         ``dead`` (needs fingerprint, record) or ``quarantine`` (needs reason)."""
-        lease = self._leases.pop(lease_id, None)
+        lease = self._take(lease_id)
         if lease is None:
             return
-        if lease.outputs_done:
-            self.storing -= 1
         self._release_slot(lease)
         box = self.outbox
         if how == "ack":
@@ -148,6 +145,12 @@ class LeaseBook:
             box.quarantine.append((lease.payload, info["reason"]))
         else:
             raise ValueError(f"unknown lease end {how!r}")
+
+    def _take(self, lease_id: int) -> Lease | None:
+        lease = self._leases.pop(lease_id, None)
+        if lease is not None and lease.outputs_done:
+            self.storing -= 1
+        return lease
 
     def return_all(self) -> None:
         for lease_id in list(self._leases):
