@@ -70,7 +70,7 @@ _s("FRONTIER_MAX_LEASES", 0, "int",
    "Most leased requests a worker has handed to Scrapy and not yet parsed (downloading, or "
    "downloaded and waiting for the spider); it takes no more until one is parsed. A killed "
    "worker's unfinished pages are fetched again, so this (with MONGO_FLUSH_INTERVAL for "
-   "pages whose items are being stored) bounds what a crash costs. 0 means 2 x CONCURRENT_REQUESTS.",
+   "pages whose items are being stored) bounds what a crash costs. 0 means CONCURRENT_REQUESTS.",
    minimum=0)
 _s("FRONTIER_PUSH_BATCH", 200, "int",
    "Buffered new requests that force a flush to Redis before the next tick.", minimum=1)

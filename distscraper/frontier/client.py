@@ -97,7 +97,7 @@ class Frontier:
         )
         self.pop_batch = defaults.get(settings, "FRONTIER_POP_BATCH")
         self.max_leases = (defaults.get(settings, "FRONTIER_MAX_LEASES")
-                           or 2 * settings.getint("CONCURRENT_REQUESTS"))
+                           or settings.getint("CONCURRENT_REQUESTS"))
         self.push_batch = defaults.get(settings, "FRONTIER_PUSH_BATCH")
         self.tick_s = defaults.get(settings, "FRONTIER_TICK")
         self.seed_batch = defaults.get(settings, "FRONTIER_SEED_BATCH")
