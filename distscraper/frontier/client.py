@@ -222,10 +222,13 @@ class Frontier:
         is asked again when one is done)."""
         if len(self.leases) - len(self.ready) - self.leases.storing >= self.max_leases:
             return None
-        if len(self.ready) <= self.pop_batch // 2 and (
-                self.outbox.pushes or time.monotonic() >= self._next_pop_at):
+        if self._running_low() and (self.outbox.pushes or time.monotonic() >= self._next_pop_at):
             self._exchange_soon(pop=self.pop_batch)
         return self.ready.popleft() if self.ready else None
+
+    def _running_low(self) -> bool:
+        """Half the leased buffer is used up: time to lease the next batch."""
+        return len(self.ready) <= self.pop_batch // 2
 
     def _accept(self, result: ExchangeResult) -> None:
         assert self.spider is not None
@@ -303,7 +306,7 @@ class Frontier:
     def _after_send(self) -> None:
         self._settle()
         pop, self._pop_asked = self._pop_asked, 0
-        if pop and len(self.ready) <= self.pop_batch // 2:
+        if pop and self._running_low():
             self._exchange_soon(pop=pop)
 
     def _exchange(self, pop: int = 0, seeds: int = 0) -> ExchangeResult | None:
@@ -394,7 +397,7 @@ class Frontier:
     def _send_acks(self) -> None:
         if self.outbox.acks:
             # The same round trip refills the buffer when it runs low (as pop() would).
-            self._exchange_soon(pop=self.pop_batch if len(self.ready) <= self.pop_batch // 2 else 0)
+            self._exchange_soon(pop=self.pop_batch if self._running_low() else 0)
         self._poke_engine()  # room under FRONTIER_MAX_LEASES again
 
     def _schedule_wake(self, delay: float) -> None:

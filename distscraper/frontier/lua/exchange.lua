@@ -8,10 +8,11 @@
 -- share of each domain's slots; read up to seed_n seeds.
 --
 -- The dupefilter's `seen_add(fp)` (1 = new, 0 = seen) is prepended by Python.
--- Redis's own cost is mostly per redis.call and per number formatted, so the script keeps what it can in
--- Lua for the length of one call: the queue sequence, the counters and the
--- seen-set fill are written back once at the end; the throttle settings and
--- each domain's place in the schedule are read at most once.
+-- Redis's own cost is mostly per redis.call and per number formatted, so the
+-- script keeps what it can in Lua for the length of one call: the queue
+-- sequence, the counters and the seen-set fill are written back once at the
+-- end; the throttle settings and each domain's place in the schedule are read
+-- at most once.
 -- Every deadline and politeness time uses the Redis server's clock, so workers
 -- on machines whose clocks disagree still agree on leases and delays.
 
