@@ -107,3 +107,15 @@ def test_an_expired_lease_frees_its_domain_slot_at_once(redis_client, keys):
     time.sleep(0.5)  # the worker died: its lease expires, long before the slot's own expiry
     popped = store.exchange(Outbox(), capped, pop=5).popped
     assert len(popped) == 1  # reaped, slot freed, leased again at once
+
+
+def test_a_worker_takes_only_its_share_of_a_domains_slots(redis_client, keys):
+    store = make_store(redis_client, keys)
+    push(store, *(f"http://a.test/{i}" for i in range(10)))
+    redis_client.zadd(keys.nodes, {"a": 1, "b": 1})  # two live workers: 4 slots / 2 = 2 each
+    capped = ExchangeParams(node="a", lease_ms=60_000, concurrency=4)
+    assert len(store.exchange(Outbox(), capped, pop=8, slots_held={"a.test": 1}).popped) == 1
+    assert store.exchange(Outbox(), capped, pop=8, slots_held={"a.test": 2}).popped == []
+    # The domain was put back, not parked: the other worker takes the rest of the slots.
+    other = ExchangeParams(node="b", lease_ms=60_000, concurrency=4)
+    assert len(store.exchange(Outbox(), other, pop=8).popped) == 2
